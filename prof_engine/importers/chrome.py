@@ -1,0 +1,310 @@
+"""Chrome trace / Kineto JSON → canonical record batches.
+
+Handles torch.profiler (Kineto) object-form traces and array-form Chrome traces: `X` and `B`/`E`
+duration events, `i`/`I`/`n` instants (Kineto `[memory]` events become allocator rows), `C`
+counters, `s`/`t`/`f` flows, `M` metadata (process and thread names, kept as lanes).
+Times stay relative to the file's clock here; the store adds `baseTimeNanoseconds` and the rank,
+known only once the whole file is read (those keys may follow the events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+
+from prof_engine import schema
+from prof_engine.importers import classify
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.units import us_text_to_ns
+
+Sink = Callable[[str, pa.RecordBatch], None]
+BATCH_ROWS = 200_000
+
+
+class Args(msgspec.Struct, gc=False):
+    """The `args` keys that map onto canonical columns; the rest stays in the JSON `args` column."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    nbytes: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    name: Any = None
+    labels: Any = None
+
+
+_ARGS = msgspec.json.Decoder(Args)
+_NO_ARGS = Args()
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    try:
+        return int(str(v).strip(), 0)
+    except ValueError:
+        return None
+
+
+def _text(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def shapes_text(dims: Any) -> str | None:
+    """Kineto `Input Dims` ([[8,32,64],[],[[3]]]) → msprof style `8,32,64;;3`."""
+    if not isinstance(dims, list):
+        return None
+
+    def one(d: Any) -> str:
+        if isinstance(d, list):
+            flat: list[str] = []
+            for x in d:
+                flat.append(one(x) if isinstance(x, list) else str(x))
+            return ",".join(flat)
+        return "" if d is None else str(d)
+
+    return ";".join(one(d) for d in dims)
+
+
+class _Columns:
+    """Column buffers of one table, flushed to the sink as validated record batches."""
+
+    def __init__(self, table: str, sink: Sink) -> None:
+        self.table = schema.tables()[table]
+        self.sink = sink
+        self.cols: dict[str, list] = {c: [] for c in self.table.column_names}
+
+    def __len__(self) -> int:
+        return len(self.cols["rank"])
+
+    def flush(self) -> None:
+        if not len(self):
+            return
+        batch = pa.RecordBatch.from_pydict(self.cols, schema=self.table.arrow_schema)
+        self.sink(self.table.name, batch)
+        for v in self.cols.values():
+            v.clear()
+
+
+class ChromeConverter:
+    """Converts the events of one file into staging batches (rank = `file_index`, relative ts)."""
+
+    def __init__(self, file_index: int, sink: Sink) -> None:
+        self.file_index = file_index
+        self.seq = file_index << 40
+        self.tables = {name: _Columns(name, sink) for name in schema.tables()}
+        self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
+        self.open_begins: dict[tuple[str, str], list[Event]] = {}
+        self.counts: dict[str, int] = {}
+
+    def feed(self, events: list[Event]) -> None:
+        handlers = {"X": self._slice, "B": self._begin, "E": self._end, "i": self._instant, "I": self._instant,
+                    "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
+                    "M": self._meta}
+        for ev in events:
+            h = handlers.get(ev.ph)
+            if h is not None:
+                h(ev)
+            self.counts[ev.ph] = self.counts.get(ev.ph, 0) + 1
+        for t in self.tables.values():
+            if len(t) >= BATCH_ROWS:
+                t.flush()
+
+    def finish(self) -> None:
+        for t in self.tables.values():
+            t.flush()
+
+    # -- duration records ---------------------------------------------------------------------
+    def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
+        cat = _text(ev.cat)
+        if cat in classify.SKIPPED_CATEGORIES:
+            return
+        ts = us_text_to_ns(ev.ts)
+        if ts is None:
+            return
+        if dur_ns is None:
+            dur_ns = us_text_to_ns(ev.dur) or 0
+        raw_args = bytes(ev.args)
+        a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
+        name = _text(ev.name) or ""
+        kind = classify.kind_of(cat, name, a.collective is not None)
+        on_device = cat in classify.DEVICE_CATEGORIES
+        device = f"gpu{_int(a.device) if _int(a.device) is not None else _int(ev.pid) or 0}" if on_device else "host"
+        self.seq += 1
+        c = self.tables["slices"].cols
+        c["id"].append(self.seq)
+        c["rank"].append(self.file_index)
+        c["device"].append(device)
+        c["step"].append(classify.step_number(name) if kind == "step" else None)
+        c["kind"].append(kind)
+        c["name"].append(name)
+        c["category"].append(cat)
+        c["ts"].append(ts)
+        c["dur"].append(max(dur_ns, 0))
+        c["pid"].append(_text(ev.pid))
+        c["tid"].append(_text(ev.tid))
+        c["stream"].append(_int(a.stream) if on_device else None)
+        c["correlation"].append(_int(a.correlation))
+        c["external_id"].append(_int(a.external_id))
+        for k in ("depth", "parent_id", "self_dur", "launch_id"):
+            c[k].append(None)
+        c["input_shapes"].append(shapes_text(a.input_dims))
+        c["input_types"].append(";".join(map(str, a.input_type)) if isinstance(a.input_type, list) else None)
+        c["args"].append(raw_args.decode() if raw_args else None)
+        if a.collective is not None or a.pg_name is not None:
+            self._comm(a, device)
+
+    def _comm(self, a: Args, device: str) -> None:
+        c = self.tables["comm"].cols
+        nel = _int(a.in_nelems)
+        size = classify.DTYPE_BYTES.get(str(a.dtype).lower()) if a.dtype is not None else None
+        c["slice_id"].append(self.seq)
+        c["rank"].append(self.file_index)
+        c["device"].append(device)
+        c["step"].append(None)
+        c["collective"].append(_text(a.collective))
+        c["group_name"].append(_text(a.pg_name))
+        c["group_desc"].append(_text(a.pg_desc))
+        c["group_ranks"].append(_text(a.pg_ranks))
+        c["group_size"].append(_int(a.group_size))
+        c["dtype"].append(_text(a.dtype))
+        c["in_nelems"].append(nel)
+        c["out_nelems"].append(_int(a.out_nelems))
+        c["bytes"].append(nel * size if nel is not None and size else None)
+        for k in ("src_rank", "dst_rank", "transport"):
+            c[k].append(None)
+
+    def _begin(self, ev: Event) -> None:
+        self.open_begins.setdefault((_text(ev.pid) or "", _text(ev.tid) or ""), []).append(ev)
+
+    def _end(self, ev: Event) -> None:
+        stack = self.open_begins.get((_text(ev.pid) or "", _text(ev.tid) or ""))
+        if not stack:
+            return
+        begin = stack.pop()
+        start, end = us_text_to_ns(begin.ts), us_text_to_ns(ev.ts)
+        if start is not None and end is not None:
+            self._slice(begin, end - start)
+
+    # -- instants, counters, flows, metadata ---------------------------------------------------
+    def _instant(self, ev: Event) -> None:
+        ts = us_text_to_ns(ev.ts)
+        if ts is None:
+            return
+        raw_args = bytes(ev.args)
+        name = _text(ev.name) or ""
+        if name == "[memory]":
+            self._memory(ev, ts, _ARGS.decode(raw_args) if raw_args else _NO_ARGS)
+            return
+        c = self.tables["marks"].cols
+        c["rank"].append(self.file_index)
+        c["device"].append("host")
+        c["step"].append(None)
+        c["name"].append(name)
+        c["category"].append(_text(ev.cat))
+        c["ts"].append(ts)
+        c["pid"].append(_text(ev.pid))
+        c["tid"].append(_text(ev.tid))
+        c["scope"].append(_text(ev.s))
+        c["args"].append(raw_args.decode() if raw_args else None)
+
+    def _memory(self, ev: Event, ts: int, a: Args) -> None:
+        nbytes = _int(a.nbytes)
+        if nbytes is None:
+            return
+        kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
+        dev_id = _int(a.device_id)
+        device = "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
+        c = self.tables["memory"].cols
+        c["rank"].append(self.file_index)
+        c["device"].append(device)
+        c["step"].append(None)
+        c["ts"].append(ts)
+        c["pid"].append(_text(ev.pid))
+        c["tid"].append(_text(ev.tid))
+        c["addr"].append(_int(a.addr))
+        c["bytes"].append(nbytes)
+        c["total_allocated"].append(_int(a.total_allocated))
+        c["total_reserved"].append(_int(a.total_reserved))
+
+    def _counter(self, ev: Event) -> None:
+        ts = us_text_to_ns(ev.ts)
+        raw_args = bytes(ev.args)
+        if ts is None or not raw_args:
+            return
+        values = msgspec.json.decode(raw_args)
+        if not isinstance(values, dict):
+            return
+        c = self.tables["counters"].cols
+        for series, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                c["rank"].append(self.file_index)
+                c["device"].append("host")
+                c["step"].append(None)
+                c["name"].append(_text(ev.name) or "")
+                c["series"].append(series)
+                c["ts"].append(ts)
+                c["value"].append(float(value))
+                c["pid"].append(_text(ev.pid))
+
+    def _flow(self, ev: Event) -> None:
+        ts = us_text_to_ns(ev.ts)
+        if ts is None or ev.id is None:
+            return
+        c = self.tables["flows"].cols
+        c["rank"].append(self.file_index)
+        c["device"].append("host")
+        c["step"].append(None)
+        c["category"].append(_text(ev.cat) or "")
+        c["flow_id"].append(str(ev.id))
+        c["phase"].append(ev.ph)
+        c["ts"].append(ts)
+        c["pid"].append(_text(ev.pid))
+        c["tid"].append(_text(ev.tid))
+
+    def _meta(self, ev: Event) -> None:
+        raw_args = bytes(ev.args)
+        a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
+        pid = _text(ev.pid) or ""
+        key = {"process_name": (pid, ""), "process_labels": (pid, ""), "thread_name": (pid, _text(ev.tid) or "")}
+        if ev.name not in key:
+            return
+        lane = self.lanes.setdefault(key[ev.name], {"pid": pid, "tid": key[ev.name][1] or None})
+        field = {"process_name": "process", "process_labels": "labels", "thread_name": "thread"}[ev.name]
+        lane[field] = _text(a.labels if ev.name == "process_labels" else a.name)
+
+
+def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None):
+    """Stream one Chrome trace file into `sink`; return (header keys, lanes, event counts by phase)."""
+    reader = ChromeTraceReader(path)
+    conv = ChromeConverter(file_index, sink)
+    last = 0
+    for events in reader.chunks():
+        conv.feed(events)
+        if progress:
+            progress(reader.bytes_read - last)
+            last = reader.bytes_read
+    # B events never closed: the trace was cut while they were open; they are dropped, not guessed.
+    conv.finish()
+    return reader, conv

@@ -1,0 +1,200 @@
+"""Stream the events of a Chrome trace JSON file in bounded chunks.
+
+Chrome traces come as an object (`{"traceEvents": [...], ...other keys}`, torch.profiler) or as a
+bare array (`[...]`, Ascend trace_view.json / msprof_*.json). Either way the events are one JSON
+array that can be gigabytes long, so it is never decoded whole.
+
+Algorithm: read the file in chunks of `chunk_bytes`; cut the buffer after the last `}` that is
+followed by `,` and `{` (an event boundary, unless it lies inside a string); decode the part before
+the cut as a JSON array of typed events with msgspec. If that part does not decode, the cut was
+inside a string and an earlier candidate is tried. At end of file the array's closing `]` is found
+from the right, and what follows it (the object's remaining keys) is decoded as the trailer.
+Memory is bounded by a few chunks plus the decoded events of one chunk.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from prof_engine.errors import InputError
+
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_MAX_HEADER = 64 << 20
+_TRIES = 8
+
+
+class Event(msgspec.Struct, gc=False):
+    """The fields of a Chrome trace event that prof-engine reads; numbers kept as raw text."""
+
+    ph: str = ""
+    name: Any = ""
+    cat: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: msgspec.Raw = msgspec.Raw(b"")
+    id: Any = None
+    s: Any = None
+    bp: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_ANY = msgspec.json.Decoder()
+
+
+def open_bytes(path: Path) -> BinaryIO:
+    """Open a trace file for binary reading, gunzipping by content (not by name)."""
+    f = open(path, "rb")
+    if f.read(2) == b"\x1f\x8b":
+        f.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    f.seek(0)
+    return f
+
+
+class ChromeTraceReader:
+    """Iterate the events of one Chrome trace file; `header` holds its other top-level keys.
+
+    `header` is complete only once `chunks()` is exhausted (keys may follow the event array).
+    """
+
+    def __init__(self, path: Path, chunk_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self.chunk_bytes = chunk_bytes
+        self.header: dict[str, Any] = {}
+        self.form = ""  # "object" or "array"
+        self.bytes_read = 0
+
+    def _fail(self, what: str) -> InputError:
+        return InputError(f"{self.path}: {what}")
+
+    def chunks(self) -> Iterator[list[Event]]:
+        try:
+            f = open_bytes(self.path)
+        except OSError as e:
+            raise self._fail(f"cannot open ({e.strerror})") from None
+        with f:
+            try:
+                yield from self._chunks(f)
+            except (OSError, EOFError, gzip.BadGzipFile) as e:
+                raise self._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
+
+    def _read(self, f: BinaryIO) -> bytes:
+        data = f.read(self.chunk_bytes)
+        self.bytes_read += len(data)
+        return data
+
+    def _chunks(self, f: BinaryIO) -> Iterator[list[Event]]:
+        buf = self._read(f)
+        if not buf.strip():
+            raise self._fail("file is empty")
+        buf = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if buf[:1] == b"[":
+            self.form, buf = "array", buf[1:]
+        elif buf[:1] == b"{":
+            self.form = "object"
+            buf = self._skip_header(f, buf)
+        else:
+            raise self._fail("not JSON: a Chrome trace starts with '{' or '['")
+        seen = 0
+        while True:
+            more = self._read(f)
+            if not more:
+                break
+            buf += more
+            cut, events = self._decode_prefix(buf, seen)
+            if events:
+                seen += len(events)
+                yield events
+                buf = buf[cut:].lstrip()
+                buf = buf[1:] if buf[:1] == b"," else buf
+            elif len(buf) > 16 * self.chunk_bytes:
+                raise self._fail(f"corrupt JSON: no decodable event in {len(buf)} bytes before byte {self.bytes_read}")
+        yield self._decode_last(buf, seen)
+
+    def _skip_header(self, f: BinaryIO, buf: bytes) -> bytes:
+        """Consume the object's keys before "traceEvents"; return the buffer after its '['."""
+        while True:
+            m = _EVENTS_KEY.search(buf)
+            if m:
+                break
+            more = self._read(f) if len(buf) < _MAX_HEADER else b""
+            if not more:
+                self._not_a_trace(buf)
+            buf += more
+        head = buf[: m.start()].rstrip().rstrip(b",") + b"}"
+        try:
+            self.header.update(_ANY.decode(head))
+        except msgspec.DecodeError:
+            raise self._fail("the keys before traceEvents are not valid JSON") from None
+        return buf[m.end() :]
+
+    def _not_a_trace(self, buf: bytes) -> None:
+        try:
+            obj = _ANY.decode(buf)
+        except msgspec.DecodeError:
+            raise self._fail("not a Chrome trace: no \"traceEvents\" array found (truncated or not a trace?)") from None
+        keys = ", ".join(list(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
+        raise self._fail(f"JSON but not a Chrome trace: no \"traceEvents\" key (keys: {keys})")
+
+    def _decode(self, body: bytes, seen: int) -> list[Event]:
+        try:
+            return _EVENTS.decode(b"[" + body + b"]")
+        except msgspec.ValidationError as e:
+            detail = re.sub(r"\$\[(\d+)\]", lambda m: f"event #{seen + int(m.group(1))}", str(e))
+            raise self._fail(f"unexpected event field type: {detail}") from None
+
+    def _decode_prefix(self, buf: bytes, seen: int) -> tuple[int, list[Event]]:
+        """Decode the longest run of whole events at the start of `buf`; return (cut, events)."""
+        cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf, max(0, len(buf) - (1 << 20)))]
+        if not cuts:
+            cuts = [m.start() + 1 for m in _BOUNDARY.finditer(buf)]
+        for cut in reversed(cuts[-_TRIES:]):
+            try:
+                return cut, self._decode(buf[:cut], seen)
+            except msgspec.DecodeError:
+                continue
+        return 0, []
+
+    def _decode_last(self, buf: bytes, seen: int) -> list[Event]:
+        """Decode the final events and the keys after the array's closing ']'."""
+        end = len(buf)
+        for _ in range(64):
+            end = buf.rfind(b"]", 0, end)
+            if end < 0:
+                break
+            tail = buf[end + 1 :].strip()
+            if self.form == "object":
+                if not tail.endswith(b"}"):
+                    continue
+                tail_obj = b"{" + tail.lstrip(b",").lstrip() if tail != b"}" else b"{}"
+                try:
+                    trailer = _ANY.decode(tail_obj)
+                except msgspec.DecodeError:
+                    continue
+            elif tail:
+                continue
+            try:
+                events = self._decode(buf[:end], seen)
+            except msgspec.DecodeError:
+                continue
+            if self.form == "object" and isinstance(trailer, dict):
+                self.header.update(trailer)
+            return events
+        if self.form == "array":  # the trace event format allows omitting the closing ']'
+            try:
+                return self._decode(buf.rstrip().rstrip(b","), seen)
+            except msgspec.DecodeError:
+                pass
+        raise self._fail(
+            f"truncated or corrupt JSON: the event array does not end properly (after {seen} events, "
+            f"{self.bytes_read} bytes read)"
+        )

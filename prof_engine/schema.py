@@ -1,0 +1,111 @@
+"""The canonical tables, loaded from `schemas/*.toml` (the single source of truth).
+
+The writer takes its Arrow schemas from here, `validate()` checks record batches against them, and
+`reference_markdown()` generates docs/schema.md.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+import pyarrow as pa
+
+from prof_engine._resources import data_dir
+
+PARTITION_KEYS = ("device", "step")
+
+_ARROW_TYPES = {
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    description: str
+    unit: str = ""
+    nullable: bool = False
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _ARROW_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """Schema of the records as importers produce them (partition keys included)."""
+        return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@cache
+def schema_version() -> str:
+    with open(data_dir("schemas") / "_version.toml", "rb") as f:
+        return str(tomllib.load(f)["version"])
+
+
+@cache
+def tables() -> dict[str, Table]:
+    """All canonical tables by name, in a stable order."""
+    out: dict[str, Table] = {}
+    for path in sorted(data_dir("schemas").glob("[!_]*.toml")):
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+        cols = tuple(Column(**c) for c in raw["columns"])
+        for c in cols:
+            if c.type not in _ARROW_TYPES:
+                raise ValueError(f"{path.name}: column {c.name} has unknown type {c.type!r}")
+        missing = [k for k in PARTITION_KEYS if k not in {c.name for c in cols}]
+        if missing:
+            raise ValueError(f"{path.name}: partition key columns {missing} are missing")
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols)
+    return out
+
+
+def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:
+    """Raise ValueError unless `batch` has exactly the canonical columns, types and non-null constraints."""
+    table = tables()[table_name]
+    if batch.schema.names != table.column_names:
+        raise ValueError(f"{table_name}: columns {batch.schema.names} differ from the schema {table.column_names}")
+    for col, field in zip(table.columns, batch.schema):
+        if field.type != col.arrow_type:
+            raise ValueError(f"{table_name}.{col.name}: type {field.type} is not {col.arrow_type}")
+        if not col.nullable and batch.column(col.name).null_count:
+            raise ValueError(f"{table_name}.{col.name}: {batch.column(col.name).null_count} NULLs in a non-null column")
+
+
+def reference_markdown() -> str:
+    """The schema reference page (docs/schema.md), generated from schemas/."""
+    lines = [
+        "# Canonical schema",
+        "",
+        f"Schema version {schema_version()}. Generated from `schemas/*.toml` by "
+        "`python -m prof_engine.docs`; do not edit by hand.",
+        "",
+        "A run is a directory: `manifest.json` plus one hive-partitioned Parquet dataset per table, "
+        "`<table>/device=<d>/step=<n>/part-*.parquet` (`step=__HIVE_DEFAULT_PARTITION__` holds records "
+        "outside every step). Times are int64 ns since the Unix epoch; durations int64 ns.",
+        "",
+    ]
+    for t in tables().values():
+        lines += [f"## `{t.name}`", "", t.description, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
+        for c in t.columns:
+            lines.append(f"| `{c.name}` | {c.type} | {c.unit} | {'yes' if c.nullable else ''} | {c.description} |")
+        lines.append("")
+    return "\n".join(lines)

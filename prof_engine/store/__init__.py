@@ -1,0 +1,7 @@
+"""The run store: a run is a directory of `manifest.json` plus one hive-partitioned Parquet
+dataset per canonical table (`<table>/device=<d>/step=<n>/part-*.parquet`)."""
+
+from prof_engine.store.manifest import MANIFEST, read_manifest
+from prof_engine.store.builder import RunBuilder, SourceFile
+
+__all__ = ["MANIFEST", "RunBuilder", "SourceFile", "read_manifest"]

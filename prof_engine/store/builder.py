@@ -1,0 +1,180 @@
+"""Build a run directory from streamed record batches, atomically.
+
+Importers hand record batches to `RunBuilder.sink` as they decode; the builder appends them to
+staging Parquet files (nothing is held in memory). `finalize()` then runs
+`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links), writes
+each table as a hive-partitioned dataset, writes `manifest.json`, and renames the finished
+directory into place. Until that rename nothing is visible at the run's path; on any error the
+temporary directory is removed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from prof_engine import schema
+from prof_engine._resources import data_dir
+from prof_engine.errors import RunError
+from prof_engine.store.files import restrict_tree, write_text
+from prof_engine.store.manifest import MANIFEST
+
+
+@dataclass
+class SourceFile:
+    """One imported source file and what the importer learnt about it."""
+
+    path: str
+    format: str
+    rank: int
+    offset_ns: int = 0
+    version: str | None = None
+    bytes: int = 0
+    events: int = 0
+    host: str | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    lanes: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`)."""
+    con = duckdb.connect(config={"preserve_insertion_order": False})
+    if spill_dir is not None:
+        con.execute("SET temp_directory = ?", [str(spill_dir)])
+    if memory_limit:
+        con.execute("SET memory_limit = ?", [memory_limit])
+    return con
+
+
+class RunBuilder:
+    """Context manager that builds the run at `out`; see the module docstring."""
+
+    def __init__(self, out: Path, *, force: bool = False, memory_limit: str | None = None) -> None:
+        self.out = Path(out).absolute()
+        self.force = force
+        self.memory_limit = memory_limit
+        if self.out.exists():
+            if not force:
+                raise RunError(f"{self.out}: already exists (pass --force to replace it)")
+            if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
+                raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def __enter__(self) -> RunBuilder:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def sink(self, table: str, batch: pa.RecordBatch) -> None:
+        """Append a batch of canonical records (staging form) to `table`."""
+        w = self._writers.get(table)
+        if w is None:
+            path = self.tmp / "_staging" / table / f"{uuid.uuid4().hex}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, compression="zstd")
+        w.write_batch(batch)
+
+    def abort(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def finalize(self, sources: list[SourceFile], source_format: str, metadata: dict[str, Any] | None = None) -> Path:
+        """Assign steps and links, write the partitioned tables and the manifest, publish the run."""
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        con = duckdb_connect(self.tmp / "_spill", self.memory_limit)
+        try:
+            rows = self._write_tables(con, sources)
+            summary = self._summarise(con)
+        finally:
+            con.close()
+        shutil.rmtree(self.tmp / "_staging", ignore_errors=True)
+        shutil.rmtree(self.tmp / "_spill", ignore_errors=True)
+        manifest = {
+            "id": uuid.uuid4().hex,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "schema_version": schema.schema_version(),
+            "source": {"format": source_format, "versions": sorted({s.version for s in sources if s.version})},
+            "sources": [asdict(s) for s in sources],
+            "ranks": sorted({s.rank for s in sources}),
+            "hosts": sorted({s.host for s in sources if s.host}),
+            "tables": rows,
+            "metadata": metadata or {},
+            **summary,
+        }
+        write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
+        restrict_tree(self.tmp)
+        self._publish()
+        return self.out
+
+    def _write_tables(self, con: duckdb.DuckDBPyConnection, sources: list[SourceFile]) -> dict[str, int]:
+        files = pa.table({
+            "file": pa.array(range(len(sources)), pa.int32()),
+            "rank": pa.array([s.rank for s in sources], pa.int32()),
+            "offset_ns": pa.array([s.offset_ns for s in sources], pa.int64()),
+        })
+        con.register("_files_arrow", files)
+        con.execute("CREATE TEMP TABLE files AS SELECT * FROM _files_arrow")
+        for name, table in schema.tables().items():
+            staged = self.tmp / "_staging" / name
+            if staged.is_dir():
+                con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
+            else:
+                con.register(f"_empty_{name}", table.arrow_schema.empty_table())
+                con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM _empty_{name}")
+        con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
+        rows = {}
+        for name in schema.tables():
+            copy = (
+                f"COPY (SELECT * FROM final_{name}) TO '{self.tmp / name}' (FORMAT parquet, COMPRESSION zstd, "
+                "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"
+            )
+            (self.tmp / name).mkdir()
+            rows[name] = int(con.execute(copy).fetchone()[0])
+        return rows
+
+    def _summarise(self, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        """Devices, steps and time span of the written run, for the manifest."""
+        if not any((self.tmp / "slices").iterdir()):
+            return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
+        src = f"read_parquet('{self.tmp}/slices/**/*.parquet', hive_partitioning=true)"
+        devices = con.execute(
+            f"SELECT rank, device, count(*) FROM {src} GROUP BY ALL ORDER BY rank, device"
+        ).fetchall()
+        steps = con.execute(
+            f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        start, end = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchone()
+        return {
+            "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
+            "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
+            "start_ns": start,
+            "end_ns": end,
+        }
+
+    def _publish(self) -> None:
+        old = None
+        if self.out.exists():
+            old = self.out.with_name(f".{self.out.name}.{uuid.uuid4().hex[:8]}.replaced")
+            self.out.rename(old)
+        self.tmp.rename(self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,40 @@
+"""Atomic, owner-writable file creation: a file appears whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it is renamed onto `path`, else removed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def restrict_tree(root: Path) -> None:
+    """Make everything under `root` owner-writable only (whatever the umask was)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, DIR_MODE)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), FILE_MODE)
