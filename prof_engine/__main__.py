@@ -1,0 +1,3 @@
+from prof_engine.cli import main
+
+main()

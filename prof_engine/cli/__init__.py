@@ -1,0 +1,155 @@
+"""The `prof-engine` command line: a thin face over the library (same verbs, same names)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from prof_engine.errors import ProfEngineError
+
+app = typer.Typer(
+    name="prof-engine",
+    help="Profiling traces into Parquet; msprof-style reports through DuckDB SQL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    add_completion=False,
+)
+
+RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
+StepsOpt = Annotated[Optional[list[int]], typer.Option("--step", "-s", help="Only these steps (repeatable).")]
+
+
+class _Progress:
+    """A progress bar on stderr that appears only once an import has taken more than a second."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.start < 1.0 or not sys.stderr.isatty():
+                return
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+            from prof_engine.cli.render import err
+
+            self.bar = Progress("importing", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                console=err, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("import", total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@app.command("import")
+def import_(
+    sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
+) -> None:
+    """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
+    from prof_engine import import_trace, open
+    from prof_engine.cli.render import err
+
+    progress = _Progress()
+    try:
+        run = import_trace(sources, output, force=force, progress=progress)
+    finally:
+        progress.close()
+    m = open(run).manifest
+    err.print(f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
+              f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps")
+
+
+@app.command()
+def export(
+    run: RunArg,
+    views: Annotated[Optional[list[str]], typer.Argument(help="Views to export (default: the summaries).")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory (or, with --timeline, the .json file).")] = Path("."),
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
+    steps: StepsOpt = None,
+    timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,
+) -> None:
+    """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold]"""
+    from prof_engine import open
+    from prof_engine.cli.render import err
+
+    with open(run, steps) as r:
+        written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
+    for path in written:
+        err.print(f"wrote {path}")
+
+
+@app.command()
+def query(
+    run: RunArg,
+    sql: Annotated[str, typer.Argument(help="SQL over the run's tables and views.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json (JSON lines).")] = "table",
+    steps: StepsOpt = None,
+) -> None:
+    """Run SQL. Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
+    from prof_engine import open
+    from prof_engine.cli import render
+
+    writers = {"table": render.table, "csv": render.csv, "json": render.json_lines}
+    if fmt not in writers:
+        raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
+    with open(run, steps) as r:
+        writers[fmt](r.sql(sql))
+
+
+@app.command()
+def show(
+    run: RunArg,
+    steps: StepsOpt = None,
+    top: Annotated[int, typer.Option(help="Rows per table.")] = 10,
+) -> None:
+    """Print the step breakdown, top ops, op statistics and API statistics."""
+    from prof_engine import open
+    from prof_engine.cli import render
+
+    with open(run, steps) as r:
+        for title, result in r.summary(top).items():
+            render.table(result, title=title)
+
+
+@app.command()
+def views() -> None:
+    """List the views with what each answers."""
+    from prof_engine import Run
+    from prof_engine.cli.render import out
+
+    for v in Run.views():
+        out.print(f"[bold]{v.name}[/bold]  {v.answers}", highlight=False)
+
+
+@app.command()
+def info(run: RunArg) -> None:
+    """Summarise a run's manifest: source, ranks, devices, steps, rows."""
+    from prof_engine import open
+    from prof_engine.cli import render
+
+    with open(run) as r:
+        render.table(r.info(), title=str(run))
+
+
+def main() -> None:
+    """Console entry point: user errors become one `Error:` line on stderr and exit code 1."""
+    try:
+        app()
+    except ProfEngineError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        print(f"Error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        sys.exit(1)

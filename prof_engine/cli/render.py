@@ -1,0 +1,56 @@
+"""Terminal rendering of results (rich). Only the CLI imports this module."""
+
+from __future__ import annotations
+
+import decimal
+import sys
+
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
+from prof_engine.engine import Result
+from prof_engine.engine.tables import write_csv
+
+# Piped output is not cut to 80 columns: tables stay whole for `less -S` and logs.
+out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
+err = Console(stderr=True)
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    return str(v)
+
+
+def table(result: Result, title: str | None = None, limit: int | None = None, max_width: int = 48) -> None:
+    """Print `result` as a terminal table (first `limit` rows); numbers are never cut, names are."""
+    t = Table(title=title, title_justify="left", title_style="bold", header_style="bold cyan")
+    arrow = result.arrow()
+    for name, typ in zip(arrow.column_names, arrow.schema.types):
+        if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+            t.add_column(name, justify="right", no_wrap=True, overflow="fold")
+        else:
+            t.add_column(name, max_width=max_width, no_wrap=True, overflow="ellipsis")
+    rows = result.rows()
+    for row in rows[:limit] if limit else rows:
+        t.add_row(*(_cell(v) for v in row))
+    out.print(t)
+    if limit and len(rows) > limit:
+        out.print(f"[dim]… {len(rows) - limit} more rows[/dim]")
+
+
+def csv(result: Result) -> None:
+    arrow = result.arrow()
+    write_csv(arrow.to_batches(), arrow.schema, sys.stdout.buffer)
+
+
+def json_lines(result: Result) -> None:
+    import json
+
+    for row in result.arrow().to_pylist():
+        sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")

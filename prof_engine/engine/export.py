@@ -1,0 +1,74 @@
+"""Export views as CSV / JSON / Parquet files (msprof file names) and the run as a Chrome trace.
+
+Every file is written to a temporary name beside its target and renamed when complete. CSV cells
+that a spreadsheet would run as a formula are neutralised (`prof_engine.engine.tables`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+
+from prof_engine.engine.session import Run
+from prof_engine.engine.tables import write_csv
+from prof_engine.engine.views import public_views
+from prof_engine.errors import QueryError
+from prof_engine.store.files import atomic_path
+
+FORMATS = ("csv", "json", "parquet")
+# Views exported when none are named: the summaries (overlap is per interval, not a summary).
+SUMMARY_VIEWS = ("op_summary", "op_statistic", "task_time", "api_statistic", "step_trace")
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def export_views(
+    run: Run, out_dir: Path | str, views: Sequence[str] = (), fmt: str = "csv", stamp: str | None = None,
+) -> list[Path]:
+    """Write each view to `out_dir/<view>_<YYYYMMDDhhmmss>.<fmt>`; return the files written."""
+    if fmt not in FORMATS:
+        raise QueryError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    known = [v.name for v in public_views()]
+    for v in views:
+        if v not in known:
+            raise QueryError(f"unknown view {v!r}; views: {', '.join(known)}")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise QueryError(f"{out}: exists and is not a directory")
+    stamp = stamp or dt.datetime.now().strftime("%Y%m%d%H%M%S")
+    written = []
+    for view in views or SUMMARY_VIEWS:
+        target = out / f"{view}_{stamp}.{fmt}"
+        query = f"SELECT * FROM {_quote_ident(view)}"
+        with atomic_path(target) as tmp:
+            if fmt == "csv":
+                reader = run.con.sql(query).to_arrow_reader(100_000)
+                write_csv(reader, reader.schema, str(tmp))
+            else:
+                options = "FORMAT json, ARRAY true" if fmt == "json" else "FORMAT parquet, COMPRESSION zstd"
+                run.con.execute(f"COPY ({query}) TO '{_sql_path(tmp)}' ({options})")
+        written.append(target)
+    return written
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def export_timeline(run: Run, target: Path | str) -> Path:
+    """Write the run as a Chrome trace JSON file (Perfetto / chrome://tracing), streaming."""
+    target = Path(target)
+    reader = run.con.sql("SELECT event FROM _timeline").to_arrow_reader(50_000)
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write('{"displayTimeUnit": "ms", "otherData": {"producer": "prof-engine"}, "traceEvents": [\n')
+        first = True
+        for batch in reader:
+            events = batch.column(0).to_pylist()
+            if events:
+                f.write(("" if first else ",\n") + ",\n".join(events))
+                first = False
+        f.write("\n]}\n")
+    return target

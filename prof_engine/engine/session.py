@@ -1,0 +1,167 @@
+"""Open a run in DuckDB: canonical tables as views over its Parquet, then the views of `queries/`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from prof_engine import schema
+from prof_engine.engine.views import ViewDef, definitions, public_views
+from prof_engine.errors import QueryError
+from prof_engine.store import read_manifest
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Result:
+    """The answer to a query: one result type, converted on demand (`.arrow()`, `.pl()`, `.df()`)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table
+
+    @property
+    def columns(self) -> list[str]:
+        return self._table.column_names
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    def arrow(self) -> pa.Table:
+        return self._table
+
+    def pl(self):
+        import polars as pl
+
+        return pl.from_arrow(self._table)
+
+    def df(self):
+        return self._table.to_pandas()
+
+    def rows(self) -> list[tuple]:
+        cols = [c.to_pylist() for c in self._table.columns]
+        return list(zip(*cols))
+
+    def __repr__(self) -> str:
+        return f"<Result {self._table.num_rows} rows × {self._table.num_columns} columns: {', '.join(self.columns)}>"
+
+
+class Run:
+    """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
+
+    `steps` restricts every table (and so every view) to those steps; partitions of other steps
+    are never read.
+    """
+
+    def __init__(self, path: Path | str, steps: Sequence[int] | None = None) -> None:
+        self.path = Path(path)
+        self.manifest = read_manifest(self.path)
+        self.steps = [int(s) for s in steps] if steps else None
+        self.con = duckdb.connect(config={"preserve_insertion_order": True})
+        self._register_tables()
+        for view in definitions().values():
+            self._create(view)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _register_tables(self) -> None:
+        rows = self.manifest.get("tables", {})
+        for name, table in schema.tables().items():
+            cols = ", ".join(f'"{c}"' for c in table.column_names)
+            where = f" WHERE step IN ({', '.join(map(str, self.steps))})" if self.steps else ""
+            if rows.get(name) and (self.path / name).is_dir():
+                glob = _quote(str(self.path / name / "**" / "*.parquet"))
+                src = (f"read_parquet({glob}, hive_partitioning = true, union_by_name = true, "
+                       "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+            else:
+                self.con.register(f"_empty_{name}", table.arrow_schema.empty_table())
+                src = f"_empty_{name}"
+            self.con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
+            self.con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
+
+    def _create(self, view: ViewDef) -> None:
+        try:
+            self.con.execute(view.statements())
+        except duckdb.Error as e:
+            raise QueryError(f"queries/{view.path.name}: {e}") from None
+        if view.public:
+            self.con.execute(f'COMMENT ON VIEW "{view.name}" IS {_quote(view.answers)}')
+
+    def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
+        """Run SQL over the run's tables and views; return the result."""
+        try:
+            rel = self.con.sql(query, params=list(params) if params is not None else None)
+            return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
+        except duckdb.Error as e:
+            raise QueryError(f"SQL error: {str(e).splitlines()[0]}") from None
+
+    def view(self, name: str) -> Result:
+        """The rows of a view (see `views()`)."""
+        names = [v.name for v in public_views()]
+        if name not in names:
+            raise QueryError(f"unknown view {name!r}; views: {', '.join(names)}")
+        return self.sql(f'SELECT * FROM "{name}"')
+
+    def summary(self, top: int = 10) -> dict[str, Result]:
+        """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls."""
+        n = max(int(top), 1)
+        return {
+            "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
+            f"Top {n} ops by duration": self.sql("SELECT * FROM summary_top_ops(?)", [n]),
+            f"Top {n} op types (op_statistic)": self.sql("SELECT * FROM summary_op_types(?)", [n]),
+            f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
+        }
+
+    def info(self) -> Result:
+        """The manifest in brief, as (item, value) rows."""
+        m = self.manifest
+        steps = sorted({s["step"] for s in m.get("steps", [])})
+        devices = sorted({f"r{d['rank']}:{d['device']}" for d in m.get("devices", [])})
+        span = (m["end_ns"] - m["start_ns"]) / 1e6 if m.get("start_ns") is not None else None
+        items = {
+            "source format": m["source"]["format"] + (f" (versions {', '.join(m['source']['versions'])})" if m["source"]["versions"] else ""),
+            "sources": ", ".join(s["path"] for s in m["sources"]),
+            "schema version": m["schema_version"],
+            "created": m["created"],
+            "ranks": ", ".join(map(str, m["ranks"])),
+            "hosts": ", ".join(m.get("hosts", [])) or "-",
+            "devices": ", ".join(devices),
+            "steps": f"{len(steps)}: {steps[0]}..{steps[-1]}" if steps else "none",
+            "time span (ms)": f"{span:.3f}" if span is not None else "-",
+            **{f"rows: {t}": f"{n:,}" for t, n in m["tables"].items()},
+        }
+        return Result(pa.table({"item": list(items), "value": [str(v) for v in items.values()]}))
+
+    def export(self, views: Sequence[str] = (), out_dir: Path | str = ".", fmt: str = "csv") -> list[Path]:
+        """Write views (default: the summaries) as msprof-named files in `out_dir`; see engine.export."""
+        from prof_engine.engine.export import export_views
+
+        return export_views(self, out_dir, views, fmt)
+
+    def export_timeline(self, target: Path | str) -> Path:
+        """Write the run as a Chrome trace JSON file with Overlap Analysis lanes."""
+        from prof_engine.engine.export import export_timeline
+
+        return export_timeline(self, target)
+
+    @staticmethod
+    def views() -> list[ViewDef]:
+        """The public views with their documentation."""
+        return public_views()
+
+
+def open_run(path: Path | str, steps: Sequence[int] | None = None) -> Run:
+    """Open the run directory at `path` for querying."""
+    return Run(path, steps)

@@ -1,0 +1,102 @@
+"""The views of `queries/*.sql`: their documented headers, their dependencies, their creation order.
+
+A file `queries/<name>.sql` opens with a comment header:
+
+    -- view: <name>              (optional; the file name is the view name)
+    -- answers: what question it answers (continued on `--   ` lines)
+    -- matches: which msprof / torch_npu report it reproduces
+    -- requires: the views, macros and tables it builds on, comma separated
+    -- column `<Name>` <TYPE>: meaning, with the unit
+
+Public files (no leading `_`) hold one SELECT, created as `VIEW <name>`; private files (`_name`)
+hold whole statements (macros, helper views) and are executed as written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from prof_engine._resources import data_dir
+
+_KEY = re.compile(r"^--\s*(answers|matches|requires):\s?(.*)$")
+_COLUMN = re.compile(r"^--\s*column\s+`([^`]+)`\s+([A-Z][A-Z0-9_(), ]*?):\s*(.*)$")
+_CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
+
+
+@dataclass(frozen=True)
+class ColumnDoc:
+    name: str
+    type: str
+    description: str
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    name: str
+    path: Path
+    answers: str
+    matches: str
+    requires: tuple[str, ...]
+    columns: tuple[ColumnDoc, ...]
+    sql: str
+
+    @property
+    def public(self) -> bool:
+        return not self.name.startswith("_")
+
+    def statements(self) -> str:
+        """SQL that creates this view (public) or its macros and helpers (private)."""
+        if not self.public:
+            return self.sql
+        return f'CREATE OR REPLACE VIEW "{self.name}" AS\n{self.sql}'
+
+
+def parse(path: Path) -> ViewDef:
+    fields: dict[str, str] = {"answers": "", "matches": "", "requires": ""}
+    columns: list[ColumnDoc] = []
+    body: list[str] = []
+    last = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if body or not line.startswith("--"):
+            body.append(line)
+            continue
+        if m := _KEY.match(line):
+            last = m.group(1)
+            fields[last] = m.group(2).strip()
+        elif m := _COLUMN.match(line):
+            columns.append(ColumnDoc(m.group(1), m.group(2).strip(), m.group(3).strip()))
+            last = None
+        elif (m := _CONTINUATION.match(line)) and last in ("answers", "matches"):
+            fields[last] += " " + m.group(1).strip()
+        else:
+            last = None
+    requires = tuple(r.strip() for r in fields["requires"].split(",") if r.strip())
+    sql = "\n".join(body).strip().rstrip(";")
+    return ViewDef(path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql)
+
+
+@cache
+def definitions() -> dict[str, ViewDef]:
+    """All view files, in an order where each comes after what it requires."""
+    found = {p.stem: parse(p) for p in sorted(data_dir("queries").glob("*.sql"))}
+    ordered: dict[str, ViewDef] = {}
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if name in ordered or name not in found:
+            return
+        if name in chain:
+            raise ValueError(f"queries/: dependency cycle {' -> '.join(chain + (name,))}")
+        for dep in found[name].requires:
+            visit(dep, chain + (name,))
+        ordered[name] = found[name]
+
+    for name in found:
+        visit(name, ())
+    return ordered
+
+
+def public_views() -> list[ViewDef]:
+    return [v for v in definitions().values() if v.public]

@@ -1,0 +1,14 @@
+-- view: _classify
+-- answers: name-based classification that the reports need beyond a record's kind, in one place.
+-- requires:
+
+-- Receive operations: their time is pipeline bubble in step_trace (torch_npu counts `hcom_receive*`).
+-- NCCL point-to-point kernels are named ncclKernel_SendRecv / ncclDevKernel_SendRecv for both
+-- directions, so only explicitly receive-only names count.
+CREATE OR REPLACE MACRO is_receive(name) AS
+    name ILIKE 'hcom_receive%' OR regexp_matches(name, '(?i)(ncclDevKernel|ncclKernel)_Recv');
+
+-- Task type of a device record, in msprof's words where they exist.
+CREATE OR REPLACE MACRO task_type(kind) AS
+    CASE kind WHEN 'kernel' THEN 'KERNEL' WHEN 'comm' THEN 'COMMUNICATION' WHEN 'memcpy' THEN 'MEMCPY'
+              WHEN 'memset' THEN 'MEMSET' WHEN 'host_op' THEN 'CPU_OP' ELSE upper(kind) END;

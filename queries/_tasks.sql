@@ -1,0 +1,18 @@
+-- view: _tasks
+-- answers: every device task (kernel, communication, memcpy, memset) with the framework op that
+--   launched it, in ns; the shared base of op_summary, op_statistic and task_time.
+-- requires: slices, _classify
+CREATE OR REPLACE VIEW _tasks AS
+SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.correlation,
+       coalesce(l.name, t.name) AS op_type,
+       task_type(t.kind) AS task_type,
+       coalesce(t.input_shapes, l.input_shapes) AS input_shapes,
+       coalesce(t.input_types, l.input_types) AS input_types,
+       greatest(t.ts - lag(t.ts + t.dur) OVER (PARTITION BY t.rank, t.device, t.stream ORDER BY t.ts, t.id), 0) AS wait
+FROM slices t LEFT JOIN slices l ON l.id = t.launch_id
+WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
+
+-- Ranks that recorded no device task: their reports fall back to host ops.
+CREATE OR REPLACE VIEW _host_only_ranks AS
+SELECT DISTINCT rank FROM slices WHERE device = 'host'
+EXCEPT SELECT DISTINCT rank FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');

@@ -1,0 +1,30 @@
+-- view: op_statistic
+-- answers: which op types take the time — per rank and device, count and time of each op type.
+--   Device rows group tasks by the framework op that launched them; host rows (device `host`)
+--   count CPU ops by their self time, so nested ops are never counted twice.
+-- matches: msprof op_statistic_*.csv; torch_npu op_statistic.csv.
+-- requires: _tasks, slices, _units
+-- column `Rank` INTEGER: global rank
+-- column `Device` VARCHAR: device, or `host` for CPU ops
+-- column `OP Type` VARCHAR: op type (framework op for device tasks, op name for CPU ops)
+-- column `Core Type` VARCHAR: task type (KERNEL, COMMUNICATION, MEMCPY, MEMSET) or CPU
+-- column `Count` BIGINT: number of tasks or ops
+-- column `Total Time(us)` DOUBLE: summed duration (self time for CPU ops), µs
+-- column `Min Time(us)` DOUBLE: shortest, µs
+-- column `Avg Time(us)` DOUBLE: mean, µs
+-- column `Max Time(us)` DOUBLE: longest, µs
+-- column `Ratio(%)` DOUBLE: share of the device's total; sums to 100 per rank and device
+WITH ops AS (
+    SELECT rank, device, op_type, task_type AS core_type, dur FROM _tasks
+    UNION ALL
+    SELECT rank, device, name, 'CPU', self_dur FROM slices WHERE kind = 'host_op'
+), agg AS (
+    SELECT rank, device, op_type, core_type, count(*) AS n, sum(dur) AS total, min(dur) AS lo,
+           avg(dur) AS mean, max(dur) AS hi
+    FROM ops GROUP BY ALL
+)
+SELECT rank AS "Rank", device AS "Device", op_type AS "OP Type", core_type AS "Core Type", n AS "Count",
+       us(total) AS "Total Time(us)", us(lo) AS "Min Time(us)", us(mean) AS "Avg Time(us)", us(hi) AS "Max Time(us)",
+       round(100.0 * total / nullif(sum(total) OVER (PARTITION BY rank, device), 0), 3) AS "Ratio(%)"
+FROM agg
+ORDER BY "Rank", "Device", total DESC, "OP Type"

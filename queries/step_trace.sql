@@ -1,0 +1,54 @@
+-- view: step_trace
+-- answers: where did each step's time go on each device — computing, communication (overlapped
+--   or not), free, pipeline bubble, and the preparation before the device started.
+-- matches: torch_npu / MindSpore step_trace_time.csv (columns and definitions, µs);
+--   msprof-analyze cluster_step_trace_time.csv per rank.
+-- requires: _overlap, slices, _classify, _units
+-- Definitions (torch_npu): each lane is the summed duration of its merged intervals in the step;
+-- Overlapped = Communication − Communication(Not Overlapped); Bubble = time of receive ops;
+-- Stage = step span − Bubble; Communication(Not Overlapped and Exclude Receive) =
+-- max(Communication(Not Overlapped) − Bubble, 0); Preparing = first Computing/Communication start −
+-- host step start. For a rank without device records, Device is `host` and the lanes are its CPU
+-- ops (Computing) and gloo/NCCL ranges (Communication) within the host step.
+-- column `Rank` INTEGER: global rank
+-- column `Device` VARCHAR: device, or `host` for a rank without device records
+-- column `Step` BIGINT: training step (NULL: records outside every step)
+-- column `Computing` DOUBLE: merged computing time, µs
+-- column `Communication(Not Overlapped)` DOUBLE: communication not hidden by computing, µs
+-- column `Overlapped` DOUBLE: communication hidden by computing, µs
+-- column `Communication` DOUBLE: merged communication time, µs
+-- column `Free` DOUBLE: span time with neither, µs
+-- column `Stage` DOUBLE: step span minus bubble, µs
+-- column `Bubble` DOUBLE: time of receive ops, µs
+-- column `Communication(Not Overlapped and Exclude Receive)` DOUBLE: not-overlapped communication minus bubble, µs
+-- column `Preparing` DOUBLE: from host step start to the device's first activity, µs
+-- column `Start Time(us)` DECIMAL(26,3): step span start on this device, µs since the Unix epoch
+-- column `End Time(us)` DECIMAL(26,3): step span end on this device, µs since the Unix epoch
+WITH lanes AS (
+    SELECT key.rank AS rank, key.device AS device, key.step AS step,
+           sum(e - s) FILTER (WHERE type = 'Computing') AS computing,
+           sum(e - s) FILTER (WHERE type = 'Communication') AS comm,
+           sum(e - s) FILTER (WHERE type = 'Communication(Not Overlapped)') AS not_overlapped,
+           sum(e - s) FILTER (WHERE type = 'Free') AS free,
+           min(s) FILTER (WHERE type IN ('Computing', 'Communication')) AS first_active,
+           min(s) AS span_start, max(e) AS span_end
+    FROM _overlap GROUP BY ALL
+), bubble AS (
+    SELECT rank, device, step, sum(dur) AS bubble FROM slices WHERE kind = 'comm' AND is_receive(name) GROUP BY ALL
+), host_step AS (
+    SELECT rank, step, min(ts) AS start FROM slices WHERE kind = 'step' GROUP BY ALL
+), t AS (
+    SELECT l.*, coalesce(l.computing, 0) AS c, coalesce(l.comm, 0) AS m, coalesce(l.not_overlapped, 0) AS n,
+           coalesce(l.free, 0) AS f, coalesce(b.bubble, 0) AS b, h.start AS step_start
+    FROM lanes l
+    LEFT JOIN bubble b ON b.rank = l.rank AND b.device = l.device AND b.step IS NOT DISTINCT FROM l.step
+    LEFT JOIN host_step h ON h.rank = l.rank AND h.step = l.step
+)
+SELECT rank AS "Rank", device AS "Device", step AS "Step", us(c) AS "Computing",
+       us(n) AS "Communication(Not Overlapped)", us(m - n) AS "Overlapped", us(m) AS "Communication",
+       us(f) AS "Free", us(span_end - span_start - b) AS "Stage", us(b) AS "Bubble",
+       us(greatest(n - b, 0)) AS "Communication(Not Overlapped and Exclude Receive)",
+       us(first_active - step_start) AS "Preparing",
+       us_ts(span_start) AS "Start Time(us)", us_ts(span_end) AS "End Time(us)"
+FROM t
+ORDER BY "Rank", "Device", "Step" NULLS LAST
