@@ -1,0 +1,42 @@
+"""Shared test helpers: where the real fixtures are, and tiny synthetic traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+
+
+def fixture_path(*parts: str) -> Path:
+    """A real profiler output under ../shared/fixtures; skips the test where it is absent (a user's clone)."""
+    path = FIXTURES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"fixture {path} is absent (it ships beside the repository in CI, not in a clone)")
+    return path
+
+
+def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Independent reader for checks: (top-level object, events) of a Chrome trace with the json module."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, list):
+        return {}, data
+    return data, data["traceEvents"]
+
+
+def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
+    """Write a Kineto-shaped trace (object form) with `events` and extra top-level keys."""
+    path.write_text(json.dumps({"schemaVersion": 1, **top, "traceEvents": events}), encoding="utf-8")
+    return path
+
+
+def x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int | str = 1, tid: int | str = 1, **args: Any) -> dict:
+    """A complete ('X') event, times in µs."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
