@@ -8,7 +8,9 @@ SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.
        task_type(t.kind) AS task_type,
        coalesce(t.input_shapes, l.input_shapes) AS input_shapes,
        coalesce(t.input_types, l.input_types) AS input_types,
-       greatest(t.ts - lag(t.ts + t.dur) OVER (PARTITION BY t.rank, t.device, t.stream ORDER BY t.ts, t.id), 0) AS wait
+       -- idle time on the stream before this task: since the latest end of the tasks before it
+       greatest(t.ts - max(t.ts + t.dur) OVER (PARTITION BY t.rank, t.device, t.stream ORDER BY t.ts, t.id
+                                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS wait
 FROM slices t LEFT JOIN slices l ON l.id = t.launch_id
 WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
 

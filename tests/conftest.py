@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ def fixture_path(*parts: str) -> Path:
 
 
 def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Independent reader for checks: (top-level object, events) of a Chrome trace with the json module."""
+    """Independent reader for checks: (top-level object, events) of a Chrome trace with the json module.
+
+    Non-integer numbers are read as exact Decimals (µs with ns digits do not fit a float)."""
     opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
     with opener(path, "rt", encoding="utf-8") as f:
-        data = json.load(f)
+        data = json.load(f, parse_float=Decimal)
     if isinstance(data, list):
         return {}, data
     return data, data["traceEvents"]

@@ -99,4 +99,5 @@ def definitions() -> dict[str, ViewDef]:
 
 
 def public_views() -> list[ViewDef]:
-    return [v for v in definitions().values() if v.public]
+    """The views users query, by name."""
+    return sorted((v for v in definitions().values() if v.public), key=lambda v: v.name)

@@ -28,6 +28,7 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _MAX_HEADER = 64 << 20
 _TRIES = 8
+_MAX_EVENT = 64 << 20  # an event bigger than this is taken as corrupt input
 
 
 class Event(msgspec.Struct, gc=False):
@@ -116,7 +117,7 @@ class ChromeTraceReader:
                 yield events
                 buf = buf[cut:].lstrip()
                 buf = buf[1:] if buf[:1] == b"," else buf
-            elif len(buf) > 16 * self.chunk_bytes:
+            elif len(buf) > max(16 * self.chunk_bytes, _MAX_EVENT):
                 raise self._fail(f"corrupt JSON: no decodable event in {len(buf)} bytes before byte {self.bytes_read}")
         yield self._decode_last(buf, seen)
 

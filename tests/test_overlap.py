@@ -1,0 +1,148 @@
+"""Interval algebra and the overlap / step_trace views on hand-built timelines with known answers."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import prof_engine
+from prof_engine._resources import data_dir
+from tests.conftest import write_trace, x
+
+BASE = 1_700_000_000_000_000  # µs since the epoch
+
+
+def _macros() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute((data_dir("queries") / "_intervals.sql").read_text())
+    return con
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
+    return sorted(con.execute(sql).fetchall())
+
+
+@pytest.mark.parametrize(
+    "intervals, expected",
+    [
+        # [0----10)  [20--30)          separate
+        ([(0, 10), (20, 30)], [(0, 10), (20, 30)]),
+        # [0-----------20)  with [5--8) inside: nested
+        ([(0, 20), (5, 8)], [(0, 20)]),
+        # [0---10) [10---20): touching merge
+        ([(0, 10), (10, 20)], [(0, 20)]),
+        # [0---10) overlapping [5---15) overlapping [12--30)
+        ([(0, 10), (5, 15), (12, 30)], [(0, 30)]),
+        # an empty interval contributes nothing
+        ([(0, 10), (50, 50)], [(0, 10)]),
+    ],
+    ids=["separate", "nested", "touching", "chained-overlap", "empty"],
+)
+def test_interval_union(intervals, expected):
+    con = _macros()
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)")
+    assert _rows(con, "SELECT s, e FROM interval_union('t')") == expected
+
+
+def test_interval_union_keeps_keys_apart():
+    con = _macros()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 0, 10), (2, 5, 15), (1, 10, 12)) v(key, s, e)")
+    assert _rows(con, "SELECT key, s, e FROM interval_union('t')") == [(1, 0, 12), (2, 5, 15)]
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        # a [0------------30)  b   [10--20)          → [0,10) [20,30)
+        ([(0, 30)], [(10, 20)], [(0, 10), (20, 30)]),
+        # b covers a entirely
+        ([(5, 10)], [(0, 20)], []),
+        # b touches a's ends only
+        ([(10, 20)], [(0, 10), (20, 30)], [(10, 20)]),
+        # a overlapping itself (two streams) minus a nested b: merged result
+        ([(0, 10), (5, 20)], [(8, 9)], [(0, 8), (9, 20)]),
+        # no b at all
+        ([(0, 10)], [], [(0, 10)]),
+    ],
+    ids=["hole", "covered", "touching", "multi-stream", "nothing-to-subtract"],
+)
+def test_interval_subtract(a, b, expected):
+    con = _macros()
+    con.execute("CREATE TABLE a AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, a)) + ") v(s, e)")
+    if b:
+        con.execute("CREATE TABLE b AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, b)) + ") v(s, e)")
+    else:
+        con.execute("CREATE TABLE b (key INTEGER, s INTEGER, e INTEGER)")
+    assert _rows(con, "SELECT s, e FROM interval_subtract('a', 'b')") == expected
+
+
+def _kernel(name: str, start: float, dur: float, stream: int, **args) -> dict:
+    return x(name, BASE + start, dur, cat="kernel", pid=0, tid=stream, device=0, stream=stream, **args)
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory):
+    """Step 1 = [0, 100) µs on the host; on gpu0:
+
+        stream 7  compute   A [10----30)  C [30--40)      (B [20,25) nested in A)
+        stream 8  comm                        N1 [35------60)      N2 [70--80)
+        step 2 = [100, 200): aten::mm [190,195) launches (corr 42) kernel K that runs at [205,215)
+    """
+    d = tmp_path_factory.mktemp("gpu")
+    events = [
+        x("ProfilerStep#1", BASE + 0, 100, cat="user_annotation"),
+        x("ProfilerStep#2", BASE + 100, 100, cat="user_annotation"),
+        _kernel("A", 10, 20, 7), _kernel("B", 20, 5, 7), _kernel("C", 30, 10, 7),
+        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 35, 25, 8),
+        _kernel("ncclKernel_AllGather_RING_LL", 70, 10, 8),
+        x("aten::mm", BASE + 190, 5, **{"External id": 9}),
+        x("cudaLaunchKernel", BASE + 191, 2, cat="cuda_runtime", correlation=42, **{"External id": 9}),
+        _kernel("K", 205, 10, 7, correlation=42, **{"External id": 9}),
+    ]
+    run = prof_engine.import_trace([write_trace(d / "t.json", events)], d / "run")
+    with prof_engine.open(run) as r:
+        yield r
+
+
+def test_overlap_lanes_exact(gpu_run):
+    rows = gpu_run.sql(
+        """SELECT "Type", "Start Time(us)" - %d AS start, "Duration(us)" FROM overlap
+           WHERE "Step" = 1 ORDER BY "Type", start""" % BASE
+    ).rows()
+    assert [(t, float(s), d) for t, s, d in rows] == [
+        ("Communication", 35.0, 25.0),
+        ("Communication", 70.0, 10.0),
+        ("Communication(Not Overlapped)", 40.0, 20.0),
+        ("Communication(Not Overlapped)", 70.0, 10.0),
+        ("Computing", 10.0, 30.0),
+        ("Free", 60.0, 10.0),
+        ("Free", 80.0, 20.0),
+    ]
+
+
+def test_step_trace_from_overlap(gpu_run):
+    row = gpu_run.sql('SELECT * FROM step_trace WHERE "Step" = 1').arrow().to_pylist()[0]
+    assert row["Device"] == "gpu0" and row["Rank"] == 0
+    assert row["Computing"] == 30.0
+    assert row["Communication"] == 35.0
+    assert row["Communication(Not Overlapped)"] == 30.0
+    assert row["Overlapped"] == 5.0
+    assert row["Free"] == 30.0
+    assert row["Stage"] == 90.0  # span [10, 100) minus no bubble
+    assert row["Bubble"] == 0.0
+    assert row["Preparing"] == 10.0  # first device activity 10 µs after the host step began
+
+
+def test_kernel_takes_the_step_of_its_launch(gpu_run):
+    """K runs during step 2's successor time range but was launched in step 2: it belongs to step 2."""
+    (step, launcher), = gpu_run.sql(
+        "SELECT k.step, l.name FROM slices k JOIN slices l ON l.id = k.launch_id WHERE k.name = 'K'"
+    ).rows()
+    assert (step, launcher) == (2, "aten::mm")
+    (op_type,), = gpu_run.sql("""SELECT "OP Type" FROM op_summary WHERE "Op Name" = 'K'""").rows()
+    assert op_type == "aten::mm"
+
+
+def test_task_wait_time_is_gap_on_stream(gpu_run):
+    rows = dict(gpu_run.sql("""SELECT "Op Name", "Task Wait Time(us)" FROM op_summary WHERE "Stream ID" = 7""").rows())
+    assert rows["A"] == 0.0 and rows["B"] == 0.0 and rows["C"] == 0.0 and rows["K"] == 165.0

@@ -1,0 +1,88 @@
+"""Each view's documented header matches what DuckDB builds, and declares everything it uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import prof_engine
+from prof_engine import docs, schema
+from prof_engine.engine.views import definitions, public_views
+from tests.conftest import REPO, write_trace, x
+
+
+def _closure(name: str) -> list[str]:
+    defs, seen = definitions(), []
+
+    def visit(n: str) -> None:
+        for dep in defs[n].requires if n in defs else ():
+            visit(dep)
+        if n not in seen:
+            seen.append(n)
+
+    visit(name)
+    return seen
+
+
+@pytest.mark.parametrize("name", list(definitions()))
+def test_view_builds_from_declared_dependencies_only(name):
+    """DuckDB binds a view at CREATE: an undeclared view, macro or table makes this fail."""
+    con = duckdb.connect()
+    needed = _closure(name)
+    for table_name, table in schema.tables().items():
+        if table_name in needed:
+            con.register(f"_empty_{table_name}", table.arrow_schema.empty_table())
+            con.execute(f"CREATE VIEW {table_name} AS SELECT * FROM _empty_{table_name}")
+    for dep in needed:
+        if dep in definitions():
+            con.execute(definitions()[dep].statements())
+    if definitions()[name].public:
+        con.execute(f'SELECT * FROM "{name}"').fetchall()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("doc")
+    trace = write_trace(d / "t.json", [x("ProfilerStep#1", 1e15, 10, cat="user_annotation"), x("aten::mm", 1e15 + 1, 2)])
+    with prof_engine.open(prof_engine.import_trace([trace], d / "run")) as r:
+        yield r
+
+
+@pytest.mark.parametrize("view", [v.name for v in public_views()])
+def test_header_columns_match_describe(run, view):
+    described = [(n, t) for n, t, *_ in run.con.execute(f'DESCRIBE "{view}"').fetchall()]
+    documented = [(c.name, c.type) for c in definitions()[view].columns]
+    assert documented == described
+
+
+def test_every_public_view_is_documented():
+    for v in public_views():
+        assert v.answers and v.columns, f"queries/{v.name}.sql lacks answers/columns in its header"
+        assert all(c.description for c in v.columns)
+
+
+def test_view_comment_comes_from_header(run):
+    (comment,) = run.con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'op_statistic'").fetchone()
+    assert comment == definitions()["op_statistic"].answers
+
+
+@pytest.mark.parametrize("page", list(docs.PAGES))
+def test_generated_docs_are_current(page):
+    """docs/*.md are generated; regenerate with `python -m prof_engine.docs` after editing schemas or queries."""
+    assert (REPO / "docs" / page).read_text(encoding="utf-8") == docs.PAGES[page]() + "\n"
+
+
+def test_schema_validator_rejects_wrong_batches():
+    import pyarrow as pa
+
+    table = schema.tables()["counters"]
+    good = table.arrow_schema.empty_table()
+    schema.validate("counters", good)
+    with pytest.raises(ValueError, match="columns"):
+        schema.validate("counters", good.drop_columns(["value"]))
+    bad_nulls = pa.table({c.name: pa.array([None], c.arrow_type) for c in table.columns})
+    with pytest.raises(ValueError, match="NULL"):
+        schema.validate("counters", bad_nulls)
+    assert Path(schema.__file__).name == "schema.py"
