@@ -28,6 +28,22 @@ def views_markdown() -> str:
     return "\n".join(lines)
 
 
+README_START, README_END = "<!-- views:start -->", "<!-- views:end -->"
+
+
+def readme_views_table() -> str:
+    """The view table of README.md (between the views markers)."""
+    rows = ["| view | answers |", "|---|---|"] + [f"| `{v.name}` | {v.summary} |" for v in public_views()]
+    return "\n".join(rows)
+
+
+def update_readme(readme: Path) -> None:
+    text = readme.read_text(encoding="utf-8")
+    head, _, rest = text.partition(README_START)
+    _, _, tail = rest.partition(README_END)
+    readme.write_text(f"{head}{README_START}\n{readme_views_table()}\n{README_END}{tail}", encoding="utf-8")
+
+
 PAGES = {"schema.md": reference_markdown, "views.md": views_markdown}
 
 
@@ -35,6 +51,7 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, render in PAGES.items():
         (out / name).write_text(render() + "\n", encoding="utf-8")
+    update_readme(out.parent / "README.md")
 
 
 if __name__ == "__main__":

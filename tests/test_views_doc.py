@@ -86,3 +86,8 @@ def test_schema_validator_rejects_wrong_batches():
     with pytest.raises(ValueError, match="NULL"):
         schema.validate("counters", bad_nulls)
     assert Path(schema.__file__).name == "schema.py"
+
+
+def test_readme_view_table_is_current():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"{docs.README_START}\n{docs.readme_views_table()}\n{docs.README_END}" in text

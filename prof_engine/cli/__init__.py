@@ -130,7 +130,7 @@ def views() -> None:
     from prof_engine.cli.render import out
 
     for v in Run.views():
-        out.print(f"[bold]{v.name}[/bold]  {v.answers}", highlight=False)
+        out.print(f"[bold]{v.name:<14}[/bold] {v.summary}", highlight=False)
 
 
 @app.command()

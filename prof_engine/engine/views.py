@@ -44,6 +44,11 @@ class ViewDef:
     sql: str
 
     @property
+    def summary(self) -> str:
+        """The first sentence of `answers`, for one-line listings."""
+        return re.split(r"(?<=[.?!])\s+| — ", self.answers)[0].rstrip(".")
+
+    @property
     def public(self) -> bool:
         return not self.name.startswith("_")
 

@@ -1,0 +1,42 @@
+"""The README's Quick start works as written (less the pip install, which CI itself just ran)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _quick_start_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)\n```", section, re.S)
+    assert len(blocks) == 2, "the Quick start has exactly two commands"
+    return blocks
+
+
+def test_quick_start_has_two_commands_and_ci_runs_the_second():
+    main_job, tests = _quick_start_commands()
+    assert main_job.startswith("pip install") and tests.startswith("pip install")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert tests.split("&&")[1].strip().replace("python ", "python3 ") in ci
+
+
+def test_quick_start_main_job_runs(tmp_path):
+    pytest.importorskip("torch")
+    main_job = _quick_start_commands()[0]
+    for command in main_job.split("&&")[1:]:
+        argv = shlex.split(command)
+        if argv[0] == "prof-engine":
+            argv = [sys.executable, "-m", "prof_engine", *argv[1:]]
+        elif argv[0] == "python":
+            argv = [sys.executable, str(REPO / argv[1]), *argv[2:]]
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+    assert sorted(p.name.split("_2")[0] for p in (tmp_path / "reports").iterdir()) == [
+        "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
