@@ -1,0 +1,218 @@
+"""End to end on a real torch.profiler CPU trace recorded by the test itself.
+
+Every expected value is computed here from the raw trace JSON, never from prof_engine output.
+The raw file is read with `json` and `parse_float=Decimal`: Kineto writes µs with 3 decimals, and
+a float64 can no longer hold them to the ns once `ts` passes 2**43 µs (~102 days after
+Kineto's fixed `baseTimeNanoseconds`), so the ns values are exact here whatever the date.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import prof_engine
+
+BATCH, IN, HIDDEN, OUT = 16, 32, 64, 8
+EXPECTED_STEPS = [2, 3, 4]  # schedule(wait=1, warmup=1, active=3): the first active step is #2
+
+
+def ns(us) -> int:
+    """µs as written in the trace (Decimal or int) → int ns, exactly."""
+    return int(Decimal(us) * 1000)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> dict:
+    """Record 6 SGD iterations of a small MLP with torch.profiler (CPU), import it; raw events + run."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    tmp = tmp_path_factory.mktemp("torch_trace")
+    path = tmp / "trace.json"
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(IN, HIDDEN), torch.nn.LayerNorm(HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, OUT)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
+    with profile(
+        activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=True, profile_memory=True, on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for _ in range(6):
+            with record_function("my_forward"):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+
+    top = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
+    events = top["traceEvents"]
+    base = int(top.get("baseTimeNanoseconds", 0))
+    steps = {}  # N -> (start ns, end ns), absolute
+    for e in events:
+        if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"):
+            start = base + ns(e["ts"])
+            steps[int(e["name"].split("#")[1])] = (start, start + ns(e["dur"]))
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    prof_engine.import_trace([path], tmp / "run")
+    run = prof_engine.open(tmp / "run")
+    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run}
+    run.close()
+
+
+def step_of(t: dict, start_ns: int) -> int | None:
+    """The ProfilerStep whose [start, end) holds absolute time `start_ns`, else None."""
+    return next((n for n, (s, e) in t["steps"].items() if s <= start_ns < e), None)
+
+
+def self_times(ops: list[dict]) -> list[tuple[str, int]]:
+    """(name, self ns) per cpu_op: dur minus the dur of its direct children (innermost enclosing op)."""
+    by_thread = defaultdict(list)
+    for e in ops:
+        by_thread[(e["pid"], e["tid"])].append(e)
+    out = []
+    for thread_ops in by_thread.values():
+        thread_ops.sort(key=lambda e: (ns(e["ts"]), -ns(e["dur"])))  # stable: file order on ties
+        stack: list[list] = []  # [end ns, name, dur ns, children ns]
+        for e in thread_ops:
+            start, dur = ns(e["ts"]), ns(e["dur"])
+            while stack and stack[-1][0] <= start:  # touching is not nesting
+                _, name, d, kids = stack.pop()
+                out.append((name, d - kids))
+            if stack:
+                stack[-1][3] += dur
+            stack.append([start + dur, e["name"], dur, 0])
+        out.extend((name, d - kids) for _, name, d, kids in stack)
+    return out
+
+
+def test_steps_are_the_profiler_steps(trace):
+    """The run's steps (slices and manifest) are exactly the ProfilerStep#N numbers and ranges of the trace."""
+    assert sorted(trace["steps"]) == EXPECTED_STEPS
+    run = trace["run"]
+    assert sorted(r[0] for r in run.sql("select distinct step from slices where kind = 'step'").rows()) == EXPECTED_STEPS
+    manifest = {s["step"]: (s["start_ns"], s["end_ns"]) for s in run.manifest["steps"]}
+    assert manifest == trace["steps"]
+
+
+def test_host_ops_get_the_step_containing_their_start(trace):
+    """Per step, the number of host ops equals the raw cpu_ops whose start lies in ProfilerStep#N."""
+    expected = Counter(step_of(trace, trace["base"] + ns(e["ts"])) for e in trace["ops"])
+    got = dict(trace["run"].sql("select step, count(*) from slices where kind = 'host_op' group by step").rows())
+    assert got == dict(expected)
+    assert set(got) >= set(EXPECTED_STEPS)
+
+
+def test_op_statistic_host_counts_and_self_time(trace):
+    """op_statistic host rows: per op name, Count = raw cpu_op count and Total Time = summed self time."""
+    counts, totals = Counter(), Counter()
+    for name, self_ns in self_times(trace["ops"]):
+        counts[name] += 1
+        totals[name] += self_ns
+    rows = trace["run"].sql(
+        """select "OP Type", "Count", "Total Time(us)" from op_statistic
+           where "Device" = 'host' and "Core Type" = 'CPU'"""
+    ).rows()
+    assert {r[0]: r[1] for r in rows} == dict(counts)
+    for name, _, total_us in rows:
+        assert total_us == pytest.approx(totals[name] / 1000, abs=0.002), name
+
+
+def test_op_statistic_ratio_sums_to_100(trace):
+    """Ratio(%) sums to 100 per (Rank, Device), up to its rounding to 3 decimals per row."""
+    rows = trace["run"].sql(
+        """select "Rank", "Device", sum("Ratio(%)"), count(*) from op_statistic group by all"""
+    ).rows()
+    assert rows and all(device == "host" for _, device, _, _ in rows)  # a CPU-only trace has host rows only
+    for _, _, ratio, n in rows:
+        assert ratio == pytest.approx(100, abs=max(0.01, 0.0005 * n))
+
+
+def test_api_statistic_lists_framework_ops(trace):
+    """A CPU-only trace has no runtime API calls: api_statistic lists the cpu_ops, Level 'framework'."""
+    df = trace["run"].view("api_statistic").pl()
+    assert set(df["Level"]) == {"framework"}
+    assert df["Count"].sum() == len(trace["ops"])
+    addmm = [e for e in trace["ops"] if e["name"] == "aten::addmm"]
+    row = df.filter(df["API Name"] == "aten::addmm")
+    assert len(addmm) == 2 * len(EXPECTED_STEPS)  # two Linear layers per step
+    assert row["Count"].to_list() == [len(addmm)]
+    assert row["Time(us)"][0] == pytest.approx(sum(ns(e["dur"]) for e in addmm) / 1000, abs=0.002)
+
+
+def test_op_summary_one_cpu_op_row_per_op(trace):
+    """op_summary has one CPU_OP row per raw cpu_op (same names, same counts)."""
+    df = trace["run"].view("op_summary").pl()
+    assert len(df) == len(trace["ops"])
+    assert set(df["Task Type"]) == {"CPU_OP"}
+    assert Counter(df["Op Name"]) == Counter(e["name"] for e in trace["ops"])
+
+
+def test_memory_rows_match_memory_events(trace):
+    """The memory table has one row per `[memory]` instant event; bytes sum to the raw args.Bytes sum."""
+    mem = [e for e in trace["events"] if e.get("ph") == "i" and e["name"] == "[memory]"]
+    assert mem, "profile_memory=True records allocator events"
+    count, total = trace["run"].sql("select count(*), sum(bytes) from memory").rows()[0]
+    assert count == len(mem)
+    assert total == sum(e["args"]["Bytes"] for e in mem)
+
+
+def test_user_range_once_per_step_inside_it(trace):
+    """'my_forward' is a user_range once per active step, lying inside that step's raw range."""
+    raw = [e for e in trace["events"] if e.get("ph") == "X" and e["name"] == "my_forward"]
+    assert len(raw) == len(EXPECTED_STEPS)
+    rows = trace["run"].sql("select step, ts, dur from slices where kind = 'user_range' and name = 'my_forward'").rows()
+    assert sorted(r[0] for r in rows) == EXPECTED_STEPS
+    for step, ts, dur in rows:
+        start, end = trace["steps"][step]
+        assert start <= ts and ts + dur <= end
+    assert sorted(r[1] for r in rows) == sorted(trace["base"] + ns(e["ts"]) for e in raw)
+
+
+def test_step_trace_host_lanes(trace):
+    """step_trace: one host row per step; Computing = merged cpu_op time; Computing + Free = End − Start."""
+    df = trace["run"].view("step_trace").pl()
+    assert sorted(df["Step"]) == EXPECTED_STEPS
+    assert set(df["Device"]) == {"host"}
+    for r in df.iter_rows(named=True):
+        ops = sorted(
+            (trace["base"] + ns(e["ts"]), trace["base"] + ns(e["ts"]) + ns(e["dur"]))
+            for e in trace["ops"] if step_of(trace, trace["base"] + ns(e["ts"])) == r["Step"]
+        )
+        merged, cur_s, cur_e = 0, *ops[0]
+        for s, e in ops[1:]:
+            if s > cur_e:
+                merged, cur_s, cur_e = merged + cur_e - cur_s, s, e
+            else:
+                cur_e = max(cur_e, e)
+        merged += cur_e - cur_s
+        start, end = ns(r["Start Time(us)"]), ns(r["End Time(us)"])
+        assert r["Communication"] == 0
+        assert r["Computing"] > 0
+        assert r["Computing"] == pytest.approx(merged / 1000, abs=0.002)
+        assert r["Computing"] + r["Free"] == pytest.approx((end - start) / 1000, abs=0.01)
+        assert start == ops[0][0]  # span: first op of the step ...
+        assert end == max(trace["steps"][r["Step"]][1], cur_e)  # ... to the later of step end, last op end
+
+
+def test_input_shapes_of_linear_ops(trace):
+    """op_summary Input Shapes of the linear ops: first tensor is (batch, in_features) and matches raw dims."""
+    df = trace["run"].view("op_summary").pl()
+    linear = df.filter(df["Op Name"] == "aten::linear")
+    assert len(linear) == 2 * len(EXPECTED_STEPS)
+    firsts = Counter(s.split(";")[0] for s in linear["Input Shapes"])
+    assert firsts == {f"{BATCH},{IN}": len(EXPECTED_STEPS), f"{BATCH},{HIDDEN}": len(EXPECTED_STEPS)}
+    raw = Counter(
+        ";".join(",".join(map(str, d)) for d in e["args"]["Input Dims"])
+        for e in trace["ops"] if e["name"] == "aten::linear"
+    )
+    assert Counter(linear["Input Shapes"]) == raw
+    addmm = df.filter(df["Op Name"] == "aten::addmm")["Input Shapes"].to_list()
+    assert f"{HIDDEN};{BATCH},{IN};{IN},{HIDDEN};;" in addmm  # bias; input; weight.t(); beta; alpha
