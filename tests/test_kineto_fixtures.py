@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 import prof_engine
-from tests.conftest import fixture_path, load_events
+from conftest import fixture_path, load_events
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 FILES = {

@@ -7,7 +7,7 @@ import pytest
 
 import prof_engine
 from prof_engine._resources import data_dir
-from tests.conftest import write_trace, x
+from conftest import write_trace, x
 
 BASE = 1_700_000_000_000_000  # µs since the epoch
 

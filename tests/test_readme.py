@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from conftest import REPO
 
 
 def _quick_start_commands() -> list[str]:

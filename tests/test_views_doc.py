@@ -10,7 +10,7 @@ import pytest
 import prof_engine
 from prof_engine import docs, schema
 from prof_engine.engine.views import definitions, public_views
-from tests.conftest import REPO, write_trace, x
+from conftest import REPO, write_trace, x
 
 
 def _closure(name: str) -> list[str]:

@@ -83,7 +83,10 @@ def export(
     """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err
+    from prof_engine.engine.export import FORMATS
 
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
     with open(run, steps) as r:
         written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
     for path in written:

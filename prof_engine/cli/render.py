@@ -14,7 +14,7 @@ from prof_engine.engine.tables import write_csv
 
 # Piped output is not cut to 80 columns: tables stay whole for `less -S` and logs.
 out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _cell(v: object) -> str:

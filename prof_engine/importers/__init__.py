@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ def detect(path: Path) -> str:
     try:
         with open_bytes(path) as f:
             head = f.read(1 << 16)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise InputError(f"{path}: cannot read ({reason}; truncated or corrupt gzip?)") from None
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         raise InputError(f"{path}: file is empty")
@@ -41,6 +43,11 @@ def _looks_ascend(path: Path) -> bool:
     return any((path / m).exists() for m in _ASCEND_MARKERS)
 
 
+def _skipped(rel: Path) -> bool:
+    """Hidden files and prof-engine runs (a directory scan must not re-import its own output)."""
+    return any(part.startswith(".") for part in rel.parts) or rel.name == "manifest.json"
+
+
 def expand_sources(sources: Sequence[Path]) -> list[Path]:
     """Trace files named by `sources`: files as given, directories by their *.json / *.json.gz files."""
     files: list[Path] = []
@@ -55,7 +62,8 @@ def expand_sources(sources: Sequence[Path]) -> list[Path]:
                 f"{src}: an Ascend profiler directory (torch_npu / MindSpore / msprof); this version of "
                 "prof-engine imports Chrome/Kineto traces only"
             )
-        found = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
+        found = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+                       and not _skipped(p.relative_to(src)))
         if not found:
             raise InputError(f"{src}: no trace files (*.json, *.json.gz) in this directory")
         files.extend(found)

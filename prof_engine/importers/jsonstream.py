@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -85,7 +86,7 @@ class ChromeTraceReader:
         with f:
             try:
                 yield from self._chunks(f)
-            except (OSError, EOFError, gzip.BadGzipFile) as e:
+            except (OSError, EOFError, zlib.error) as e:
                 raise self._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
 
     def _read(self, f: BinaryIO) -> bytes:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
-from prof_engine.store.files import restrict_tree, write_text
+from prof_engine.store.files import make_dirs, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
 
 
@@ -69,7 +69,7 @@ class RunBuilder:
                 raise RunError(f"{self.out}: already exists (pass --force to replace it)")
             if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
                 raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
-        self.out.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.out.parent)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
         self._writers: dict[str, pq.ParquetWriter] = {}
 
@@ -82,6 +82,7 @@ class RunBuilder:
 
     def sink(self, table: str, batch: pa.RecordBatch) -> None:
         """Append a batch of canonical records (staging form) to `table`."""
+        schema.validate(table, batch)
         w = self._writers.get(table)
         if w is None:
             path = self.tmp / "_staging" / table / f"{uuid.uuid4().hex}.parquet"

@@ -12,10 +12,22 @@ FILE_MODE = 0o644
 DIR_MODE = 0o755
 
 
+def make_dirs(path: Path) -> None:
+    """mkdir -p, with every directory it creates owner-writable only (whatever the umask)."""
+    missing = []
+    p = Path(path)
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        os.chmod(d, DIR_MODE)
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed onto `path`, else removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

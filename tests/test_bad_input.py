@@ -1,0 +1,144 @@
+"""Bad input through the CLI: exit code 1, one `Error:` line on stderr, no traceback, nothing left behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import x
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
+    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *mentions: str) -> str:
+    """Exit 1, stderr exactly one `Error:` line (naming `mentions`), no traceback; return that line."""
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith("Error:") and proc.stderr.count("\n") == 1 and proc.stderr.endswith("\n"), \
+        proc.stderr
+    for m in mentions:
+        assert m in proc.stderr
+    return proc.stderr
+
+
+def leftovers(parent: Path, name: str) -> list[str]:
+    """A run called `name`, or a temporary `.name.*` (.importing / .replaced / .tmp), in `parent`."""
+    return sorted(p.name for p in parent.iterdir() if p.name == name or p.name.startswith(f".{name}."))
+
+
+def trace_text(n_ops: int = 10) -> str:
+    """A valid small Kineto-shaped trace, as text."""
+    events = [x("ProfilerStep#1", 0, 10 * n_ops + 10, cat="user_annotation")]
+    events += [x(f"aten::op{i}", 5 + 10 * i, 3) for i in range(n_ops)]
+    return json.dumps({"schemaVersion": 1, "traceEvents": events})
+
+
+def cut_gzip(text: str) -> bytes:
+    data = gzip.compress(text.encode())
+    return data[: len(data) // 2]
+
+
+def corrupt_gzip(text: str) -> bytes:
+    data = bytearray(gzip.compress(text.encode()))
+    for i in range(20, 40):
+        data[i] ^= 0xFF
+    return bytes(data)
+
+
+BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
+    "truncated_json": ("trace.json", lambda: (t := trace_text())[: len(t) // 2]),
+    "empty_file": ("trace.json", lambda: ""),
+    "json_not_a_trace": ("trace.json", lambda: '{"a": 1}'),
+    "json_array_of_numbers": ("trace.json", lambda: "[1, 2, 3]"),
+    "unknown_file_type": ("table.csv", lambda: "name,dur\nmatmul,3\n"),
+    "missing_path": ("missing.json", lambda: None),
+    "truncated_gzip_small": ("trace.json.gz", lambda: cut_gzip(trace_text())),
+    "truncated_gzip_large": ("trace.json.gz", lambda: cut_gzip(trace_text(5000))),
+    "corrupt_gzip_small": ("trace.json.gz", lambda: corrupt_gzip(trace_text())),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SOURCES))
+def test_import_bad_source(tmp_path, case):
+    """Importing an unreadable source fails cleanly, names the file, and leaves no run or temp dir."""
+    name, content = BAD_SOURCES[case]
+    data = content()
+    if isinstance(data, bytes):
+        (tmp_path / name).write_bytes(data)
+    elif data is not None:
+        (tmp_path / name).write_text(data, encoding="utf-8")
+    proc = cli(tmp_path, "import", name, "-o", "run")
+    assert_user_error(proc, name)
+    assert leftovers(tmp_path, "run") == []
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    """A directory holding good.json and a run imported from it."""
+    work = tmp_path_factory.mktemp("good")
+    (work / "good.json").write_text(trace_text(), encoding="utf-8")
+    proc = cli(work, "import", "good.json", "-o", "run")
+    assert proc.returncode == 0, proc.stderr
+    return work
+
+
+def test_existing_run_needs_force(tmp_path):
+    """Importing onto an existing run fails without --force (run untouched); --force replaces it."""
+    (tmp_path / "good.json").write_text(trace_text(), encoding="utf-8")
+    assert cli(tmp_path, "import", "good.json", "-o", "run").returncode == 0
+    before = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert_user_error(cli(tmp_path, "import", "good.json", "-o", "run"), "--force")
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8")) == before
+    assert leftovers(tmp_path, "run") == ["run"]
+    proc = cli(tmp_path, "import", "good.json", "-o", "run", "--force")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    after = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert after["id"] != before["id"]
+    assert leftovers(tmp_path, "run") == ["run"]
+
+
+def test_force_refuses_non_run_directory(tmp_path):
+    """--force onto a directory that is not a run refuses and keeps its files."""
+    (tmp_path / "good.json").write_text(trace_text(), encoding="utf-8")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me", encoding="utf-8")
+    assert_user_error(cli(tmp_path, "import", "good.json", "-o", "mine", "--force"), "not a prof-engine run")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+    assert (tmp_path / "mine" / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert leftovers(tmp_path, "mine") == ["mine"]
+
+
+def test_query_missing_run(tmp_path):
+    """`query` on a run that does not exist fails cleanly and creates nothing."""
+    assert_user_error(cli(tmp_path, "query", "nope", "select 1"), "nope")
+    assert leftovers(tmp_path, "nope") == []
+
+
+@pytest.mark.parametrize("sql", ["selec broken from", "select no_such_column from step_trace",
+                                 "select * from no_such_table"])
+def test_query_bad_sql(good, sql):
+    """Bad SQL (parser, binder or catalog error; DuckDB's are multi-line) gives one `Error:` line."""
+    assert_user_error(cli(good, "query", "run", sql), "SQL error")
+
+
+def test_export_unknown_view(good):
+    """`export` of an unknown view fails, names it, and writes no output directory."""
+    assert_user_error(cli(good, "export", "run", "no_such_view", "-o", "exported"), "no_such_view")
+    assert leftovers(good, "exported") == []
+
+
+def test_bad_option_is_a_usage_error(good):
+    """An invalid option value is a typer usage error: exit 2, no traceback."""
+    proc = cli(good, "query", "run", "select 1", "--format", "xml")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stdout == ""

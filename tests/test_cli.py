@@ -1,0 +1,208 @@
+"""The `prof-engine` command line, run as a user would (a subprocess per command) on a real trace."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import fixture_path, write_trace, x
+
+SUMMARIES = ("op_summary", "op_statistic", "task_time", "api_statistic", "step_trace")
+# msprof column runs each summary's header must contain, in this order.
+MSPROF_COLUMNS = {
+    "op_summary": ["Task ID", "Stream ID", "Op Name", "OP Type", "Task Type", "Task Start Time(us)",
+                   "Task Duration(us)", "Task Wait Time(us)"],
+    "op_statistic": ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                     "Max Time(us)", "Ratio(%)"],
+    "task_time": ["kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",
+                  "task_stop(us)"],
+    "api_statistic": ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance"],
+    "step_trace": ["Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
+                   "Stage", "Bubble"],
+}
+
+
+def cli(cwd: Path, *args: str, umask0: bool = False) -> subprocess.CompletedProcess:
+    """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+        timeout=300, preexec_fn=(lambda: os.umask(0)) if umask0 else None,
+    )
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def exported(out: Path, view: str, fmt: str) -> Path:
+    (path,) = out.glob(f"{view}_*.{fmt}")
+    return path
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def run_proc(work):
+    """The real two-rank NCCL trace imported once; under umask 0, so modes can be checked too."""
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
+    return cli(work, "import", src, "-o", "run", umask0=True)
+
+
+@pytest.fixture(scope="module")
+def run(work, run_proc) -> Path:
+    ok(run_proc)
+    return work / "run"
+
+
+@pytest.fixture(scope="module")
+def csv_out(work, run) -> Path:
+    ok(cli(work, "export", run, "--format", "csv", "-o", "out", umask0=True))
+    return work / "out"
+
+
+def test_import_writes_hive_partitioned_run(run, run_proc):
+    """`import DIR -o run` makes manifest.json and slices/device=*/step=*/part-*.parquet."""
+    assert run_proc.stdout == ""
+    assert (run / "manifest.json").is_file()
+    parts = list(run.glob("slices/device=*/step=*/part-*.parquet"))
+    assert parts
+    assert {p.parent.parent.name for p in parts} >= {"device=gpu0", "device=gpu1"}
+
+
+def test_run_readable_by_plain_duckdb(run):
+    """Plain duckdb reads the slices as a hive dataset with device and step columns and 2 ranks."""
+    src = f"read_parquet('{run}/slices/**/*.parquet', hive_partitioning=true)"
+    con = duckdb.connect()
+    cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+    assert {"device", "step", "rank"} <= set(cols)
+    assert con.execute(f"SELECT count(DISTINCT rank) FROM {src}").fetchone()[0] == 2
+    steps = {r[0] for r in con.execute(f"SELECT DISTINCT step FROM {src}").fetchall()}
+    assert {551, 552} <= {int(s) for s in steps if s is not None}
+
+
+def test_export_csv_names_the_summaries_msprof_style(csv_out):
+    """`export run --format csv` writes exactly the 5 summaries as <view>_<14 digits>.csv."""
+    names = sorted(p.name for p in csv_out.iterdir())
+    assert len(names) == 5, names
+    assert all(re.fullmatch(r"[a-z_]+_\d{14}\.csv", n) for n in names), names
+    assert sorted(n[: -len("_20240101000000.csv")] for n in names) == sorted(SUMMARIES)
+
+
+@pytest.mark.parametrize("view", SUMMARIES)
+def test_export_csv_headers_have_msprof_columns(csv_out, view):
+    """Each summary's CSV header holds its msprof columns in msprof order, and it has rows."""
+    with open(exported(csv_out, view, "csv"), newline="", encoding="utf-8") as f:
+        header, *rows = list(csv.reader(f))
+    want = MSPROF_COLUMNS[view]
+    start = header.index(want[0])
+    assert header[start : start + len(want)] == want, header
+    assert rows
+
+
+def test_export_json_matches_query_csv(work, run):
+    """step_trace exported as JSON has the Computing values that `query --format csv` prints."""
+    ok(cli(work, "export", run, "step_trace", "--format", "json", "-o", "out2"))
+    rows = json.loads(exported(work / "out2", "step_trace", "json").read_text(encoding="utf-8"))
+    assert isinstance(rows, list) and len(rows) == 4
+    proc = ok(cli(work, "query", run, "select Computing from step_trace", "--format", "csv"))
+    header, *values = proc.stdout.splitlines()
+    assert header.strip('"') == "Computing"
+    assert [float(r["Computing"]) for r in rows] == [float(v) for v in values]
+
+
+def test_export_one_step(work, run):
+    """`export --step 551 step_trace` writes only step 551 (one row per rank)."""
+    ok(cli(work, "export", run, "--step", "551", "step_trace", "-o", "out3"))
+    rows = read_csv(exported(work / "out3", "step_trace", "csv"))
+    assert [r["Step"] for r in rows] == ["551", "551"]
+    assert sorted(r["Rank"] for r in rows) == ["0", "1"]
+
+
+def test_export_timeline(work, run):
+    """`export --timeline` writes a Chrome trace with Overlap Analysis processes and overlap X events."""
+    ok(cli(work, "export", run, "--timeline", "-o", "tl.json"))
+    events = json.loads((work / "tl.json").read_text(encoding="utf-8"))["traceEvents"]
+    names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert any("Overlap Analysis" in n for n in names), names
+    assert any(e.get("ph") == "X" and e.get("cat") == "overlap" for e in events)
+
+
+def test_query_json_stdout_is_data_only(work, run):
+    """`query --format json` prints JSON lines on stdout and nothing else."""
+    proc = ok(cli(work, "query", run, "select count(*) as n from overlap", "--format", "json"))
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0])["n"] > 0
+
+
+def test_show(work, run):
+    """`show run` prints the step breakdown, op_statistic and api_statistic tables."""
+    out = ok(cli(work, "show", run)).stdout
+    for title in ("Step breakdown", "op_statistic", "api_statistic"):
+        assert title in out
+
+
+def test_views(work):
+    """`views` lists every public view."""
+    out = ok(cli(work, "views")).stdout
+    listed = {line.split()[0] for line in out.splitlines() if line.strip() and not line.startswith(" ")}
+    assert {"op_summary", "op_statistic", "task_time", "api_statistic", "overlap", "step_trace"} <= listed
+
+
+def test_info(work, run):
+    """`info run` names the kineto source format and ranks 0, 1."""
+    out = ok(cli(work, "info", run)).stdout
+    assert "kineto" in out
+    (ranks,) = [line for line in out.splitlines() if re.search(r"\branks\b", line)]
+    assert "0, 1" in ranks
+
+
+def test_csv_export_neutralises_formulas(tmp_path):
+    """Op names a spreadsheet would evaluate get a leading quote in CSV; JSON keeps them raw."""
+    evil = {'=HYPERLINK("http://x")', "-2+3"}
+    write_trace(tmp_path / "evil.json", [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        *(x(name, 10 + 30 * i, 20) for i, name in enumerate(sorted(evil))),
+    ])
+    ok(cli(tmp_path, "import", "evil.json", "-o", "run"))
+    ok(cli(tmp_path, "export", "run", "op_statistic", "-o", "csv"))
+    ok(cli(tmp_path, "export", "run", "op_statistic", "--format", "json", "-o", "json"))
+    csv_types = {r["OP Type"] for r in read_csv(exported(tmp_path / "csv", "op_statistic", "csv"))}
+    assert csv_types == {"'" + name for name in evil}
+    rows = json.loads(exported(tmp_path / "json", "op_statistic", "json").read_text(encoding="utf-8"))
+    assert {r["OP Type"] for r in rows} == evil
+
+
+def _writable_by_others(root: Path, include_root: bool) -> list[str]:
+    paths = [root] if include_root else []
+    paths += root.rglob("*")
+    return [f"{oct(p.stat().st_mode & 0o777)} {p}" for p in paths if p.stat().st_mode & 0o022]
+
+
+def test_created_files_not_group_or_world_writable(run, csv_out):
+    """Under umask 0, everything in the run and the exported files are not group/world-writable."""
+    assert _writable_by_others(run, include_root=True) == []
+    assert _writable_by_others(csv_out, include_root=False) == []
+
+
+def test_export_directory_not_group_or_world_writable(csv_out):
+    """The export directory that `export -o out` creates is not group/world-writable under umask 0."""
+    assert _writable_by_others(csv_out, include_root=True) == []
