@@ -12,3 +12,14 @@ CREATE OR REPLACE MACRO is_receive(name) AS
 CREATE OR REPLACE MACRO task_type(kind) AS
     CASE kind WHEN 'kernel' THEN 'KERNEL' WHEN 'comm' THEN 'COMMUNICATION' WHEN 'memcpy' THEN 'MEMCPY'
               WHEN 'memset' THEN 'MEMSET' WHEN 'host_op' THEN 'CPU_OP' ELSE upper(kind) END;
+
+-- Level of a host API call: the CANN level the source recorded (acl, node, hccl, runtime), else
+-- CUDA/HIP runtime or driver by category.
+CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
+    json_extract_string(args, '$.level'),
+    CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
+
+-- Name of a host API call as api_statistic reports it: CANN writes `AscendCL@aclrtMemcpyAsync`
+-- with the API id in args, msprof reports `aclrtMemcpyAsync`.
+CREATE OR REPLACE MACRO api_name(name, args) AS coalesce(
+    json_extract_string(args, '$.id'), regexp_replace(name, '^[A-Za-z]+@', ''));

@@ -7,8 +7,8 @@
 -- Activity: on a device, compute kernels are Computing and collective kernels Communication
 -- (memcpy/memset are neither, as in Ascend's Overlap Analysis). A rank with no device records
 -- (CPU-only trace) is analysed on its host: CPU ops are Computing, gloo/NCCL ranges Communication.
--- Span of a step on a device: from its first task to the later of its last task's end and the
--- host step's end (torch_npu's device step range); outside every step, first to last activity.
+-- Span of a step on a device: from its first to its last activity (as torch_npu's Overlap
+-- Analysis lanes: time before the first activity is the step's Preparing, not Free).
 CREATE OR REPLACE VIEW _activity AS
 SELECT {'rank': rank, 'device': device, 'step': step} AS key,
        CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
@@ -23,16 +23,7 @@ CREATE OR REPLACE VIEW _communication AS SELECT key, s, e FROM _activity WHERE t
 CREATE OR REPLACE VIEW _any_activity AS SELECT key, s, e FROM _activity;
 
 CREATE OR REPLACE VIEW _step_span AS
-WITH host_steps AS (SELECT rank, step, ts AS s, ts + dur AS e FROM slices WHERE kind = 'step'),
-work AS (
-    SELECT rank, device, step, ts AS s, ts + dur AS e FROM _tasks
-    UNION ALL
-    SELECT key.rank, key.device, key.step, s, e FROM _activity WHERE key.device = 'host'
-)
-SELECT {'rank': w.rank, 'device': w.device, 'step': w.step} AS key,
-       min(w.s) AS s, greatest(max(w.e), max(h.e)) AS e
-FROM work w LEFT JOIN host_steps h ON h.rank = w.rank AND h.step = w.step
-GROUP BY w.rank, w.device, w.step;
+SELECT key, min(s) AS s, max(e) AS e FROM _activity GROUP BY key;
 
 CREATE OR REPLACE VIEW _overlap AS
 SELECT key, 'Computing' AS type, s, e FROM interval_union('_computing')

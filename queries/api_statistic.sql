@@ -2,9 +2,9 @@
 -- answers: which host API calls take the time — runtime/driver calls (cudaLaunchKernel, ...) per
 --   rank; for a rank that recorded none (CPU-only traces), its framework ops.
 -- matches: msprof api_statistic_*.csv; torch_npu api_statistic.csv.
--- requires: slices, _units
+-- requires: slices, _units, _classify
 -- column `Rank` INTEGER: global rank
--- column `Level` VARCHAR: runtime, driver (CUDA/HIP categories) or framework (CPU ops)
+-- column `Level` VARCHAR: acl, node, hccl, runtime (CANN levels); runtime, driver (CUDA/HIP); framework (CPU ops)
 -- column `API Name` VARCHAR: API or op name
 -- column `Time(us)` DOUBLE: summed duration, µs
 -- column `Count` BIGINT: number of calls
@@ -14,7 +14,7 @@
 -- column `Variance` DOUBLE: population variance of the durations in µs²
 WITH api_ranks AS (SELECT DISTINCT rank FROM slices WHERE kind = 'api'),
 calls AS (
-    SELECT rank, CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END AS level, name, dur
+    SELECT rank, api_level(category, args) AS level, api_name(name, args) AS name, dur
     FROM slices WHERE kind = 'api'
     UNION ALL
     SELECT rank, 'framework', name, dur FROM slices

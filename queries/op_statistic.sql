@@ -1,13 +1,14 @@
 -- view: op_statistic
 -- answers: which op types take the time — per rank and device, count and time of each op type.
---   Device rows group tasks by the framework op that launched them; host rows (device `host`)
---   count CPU ops by their self time, so nested ops are never counted twice.
+--   Device rows count compute kernels (as msprof: communication and memory copies have their own
+--   reports) by op type — the source's (Ascend OP Type) or the framework op that launched them;
+--   host rows (device `host`) count CPU ops by their self time, so nested ops never count twice.
 -- matches: msprof op_statistic_*.csv; torch_npu op_statistic.csv.
 -- requires: _tasks, slices, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for CPU ops
 -- column `OP Type` VARCHAR: op type (framework op for device tasks, op name for CPU ops)
--- column `Core Type` VARCHAR: task type (KERNEL, COMMUNICATION, MEMCPY, MEMSET) or CPU
+-- column `Core Type` VARCHAR: core/task type (AI_CORE, AI_VECTOR_CORE, ... on Ascend; KERNEL on GPUs) or CPU
 -- column `Count` BIGINT: number of tasks or ops
 -- column `Total Time(us)` DOUBLE: summed duration (self time for CPU ops), µs
 -- column `Min Time(us)` DOUBLE: shortest, µs
@@ -15,7 +16,7 @@
 -- column `Max Time(us)` DOUBLE: longest, µs
 -- column `Ratio(%)` DOUBLE: share of the device's total; sums to 100 per rank and device
 WITH ops AS (
-    SELECT rank, device, op_type, task_type AS core_type, dur FROM _tasks
+    SELECT rank, device, op_type, task_type AS core_type, dur FROM _tasks WHERE kind = 'kernel'
     UNION ALL
     SELECT rank, device, name, 'CPU', self_dur FROM slices WHERE kind = 'host_op'
 ), agg AS (

@@ -115,8 +115,7 @@ def test_overlap_lanes_exact(gpu_run):
         ("Communication(Not Overlapped)", 40.0, 20.0),
         ("Communication(Not Overlapped)", 70.0, 10.0),
         ("Computing", 10.0, 30.0),
-        ("Free", 60.0, 10.0),
-        ("Free", 80.0, 20.0),
+        ("Free", 60.0, 10.0),  # only between activities: before the first is Preparing, after the last nothing
     ]
 
 
@@ -127,8 +126,8 @@ def test_step_trace_from_overlap(gpu_run):
     assert row["Communication"] == 35.0
     assert row["Communication(Not Overlapped)"] == 30.0
     assert row["Overlapped"] == 5.0
-    assert row["Free"] == 30.0
-    assert row["Stage"] == 90.0  # span [10, 100) minus no bubble
+    assert row["Free"] == 10.0
+    assert row["Stage"] == 70.0  # span [10, 80): first to last activity, minus no bubble
     assert row["Bubble"] == 0.0
     assert row["Preparing"] == 10.0  # first device activity 10 µs after the host step began
 

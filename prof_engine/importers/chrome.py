@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import pyarrow as pa
@@ -87,6 +87,19 @@ def shapes_text(dims: Any) -> str | None:
     return ";".join(one(d) for d in dims)
 
 
+class Described(NamedTuple):
+    """What a converter makes of one duration event (see `ChromeConverter.describe`)."""
+
+    kind: str
+    device: str
+    stream: int | None = None
+    correlation: int | None = None
+    op_type: str | None = None
+    task_type: str | None = None
+    input_shapes: str | None = None
+    input_types: str | None = None
+
+
 class _Columns:
     """Column buffers of one table, flushed to the sink as validated record batches."""
 
@@ -136,44 +149,63 @@ class ChromeConverter:
             t.flush()
 
     # -- duration records ---------------------------------------------------------------------
-    def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
-        cat = _text(ev.cat)
+    def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
+        """Kind, device and links of a duration event; None to leave it out. Subclasses for other
+        producers (Ascend lanes) override this, the rest of the conversion is shared."""
         if cat in classify.SKIPPED_CATEGORIES:
-            return
+            return None
+        on_device = cat in classify.DEVICE_CATEGORIES
+        dev = _int(a.device)
+        return Described(
+            kind=classify.kind_of(cat, name, a.collective is not None),
+            device=f"gpu{dev if dev is not None else _int(ev.pid) or 0}" if on_device else "host",
+            stream=_int(a.stream) if on_device else None,
+            correlation=_int(a.correlation),
+            input_shapes=shapes_text(a.input_dims),
+            input_types=";".join(map(str, a.input_type)) if isinstance(a.input_type, list) else None,
+        )
+
+    def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
         ts = us_text_to_ns(ev.ts)
         if ts is None:
             return
-        if dur_ns is None:
-            dur_ns = us_text_to_ns(ev.dur) or 0
         raw_args = bytes(ev.args)
         a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
         name = _text(ev.name) or ""
-        kind = classify.kind_of(cat, name, a.collective is not None)
-        on_device = cat in classify.DEVICE_CATEGORIES
-        device = f"gpu{_int(a.device) if _int(a.device) is not None else _int(ev.pid) or 0}" if on_device else "host"
+        d = self.describe(ev, a, name, _text(ev.cat))
+        if d is None:
+            return
+        if dur_ns is None:
+            dur_ns = us_text_to_ns(ev.dur) or 0
         self.seq += 1
         c = self.tables["slices"].cols
         c["id"].append(self.seq)
         c["rank"].append(self.file_index)
-        c["device"].append(device)
-        c["step"].append(classify.step_number(name) if kind == "step" else None)
-        c["kind"].append(kind)
+        c["device"].append(d.device)
+        c["step"].append(classify.step_number(name) if d.kind == "step" else None)
+        c["kind"].append(d.kind)
         c["name"].append(name)
-        c["category"].append(cat)
+        c["category"].append(_text(ev.cat))
+        c["op_type"].append(d.op_type)
+        c["task_type"].append(d.task_type)
         c["ts"].append(ts)
         c["dur"].append(max(dur_ns, 0))
         c["pid"].append(_text(ev.pid))
         c["tid"].append(_text(ev.tid))
-        c["stream"].append(_int(a.stream) if on_device else None)
-        c["correlation"].append(_int(a.correlation))
+        c["stream"].append(d.stream)
+        c["correlation"].append(d.correlation)
         c["external_id"].append(_int(a.external_id))
         for k in ("depth", "parent_id", "self_dur", "launch_id"):
             c[k].append(None)
-        c["input_shapes"].append(shapes_text(a.input_dims))
-        c["input_types"].append(";".join(map(str, a.input_type)) if isinstance(a.input_type, list) else None)
+        c["input_shapes"].append(d.input_shapes)
+        c["input_types"].append(d.input_types)
         c["args"].append(raw_args.decode() if raw_args else None)
+        self.after_slice(a, d)
+
+    def after_slice(self, a: Args, d: Described) -> None:
+        """Hook after a slice row is added (its id is `self.seq`): communication details."""
         if a.collective is not None or a.pg_name is not None:
-            self._comm(a, device)
+            self._comm(a, d.device)
 
     def _comm(self, a: Args, device: str) -> None:
         c = self.tables["comm"].cols
