@@ -19,7 +19,6 @@ CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
     json_extract_string(args, '$.level'),
     CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
 
--- Name of a host API call as api_statistic reports it: CANN writes `AscendCL@aclrtMemcpyAsync`
--- with the API id in args, msprof reports `aclrtMemcpyAsync`.
-CREATE OR REPLACE MACRO api_name(name, args) AS coalesce(
-    json_extract_string(args, '$.id'), regexp_replace(name, '^[A-Za-z]+@', ''));
+-- Name of a host API call as api_statistic reports it: CANN writes `<layer>@<api>`
+-- (`AscendCL@aclrtMemcpyAsync`, `Node@launch`, `Hccl@Launch_Ffts`), msprof reports `<api>`.
+CREATE OR REPLACE MACRO api_name(name) AS regexp_replace(name, '^[^@]*@', '');

@@ -14,7 +14,7 @@
 -- column `Variance` DOUBLE: population variance of the durations in µs²
 WITH api_ranks AS (SELECT DISTINCT rank FROM slices WHERE kind = 'api'),
 calls AS (
-    SELECT rank, api_level(category, args) AS level, api_name(name, args) AS name, dur
+    SELECT rank, api_level(category, args) AS level, api_name(name) AS name, dur
     FROM slices WHERE kind = 'api'
     UNION ALL
     SELECT rank, 'framework', name, dur FROM slices

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import InputError
+from prof_engine.importers import ascend
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.store import RunBuilder, SourceFile
@@ -16,7 +18,6 @@ from prof_engine.store import RunBuilder, SourceFile
 Progress = Callable[[int, int], None]
 
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_ASCEND_MARKERS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
 
 
 def detect(path: Path) -> str:
@@ -37,10 +38,12 @@ def detect(path: Path) -> str:
     raise InputError(f"{path}: unknown file type (prof-engine imports Chrome/Kineto trace JSON, .json or .json.gz)")
 
 
-def _looks_ascend(path: Path) -> bool:
-    if path.name.startswith("PROF_") or path.name.endswith(("_ascend_pt", "_ascend_ms")):
-        return True
-    return any((path / m).exists() for m in _ASCEND_MARKERS)
+@dataclass(frozen=True)
+class Source:
+    """One unit of import: a Chrome trace file, or an Ascend rank directory."""
+
+    path: Path
+    format: str  # "chrome" or "ascend"
 
 
 def _skipped(rel: Path) -> bool:
@@ -48,26 +51,33 @@ def _skipped(rel: Path) -> bool:
     return any(part.startswith(".") for part in rel.parts) or rel.name == "manifest.json"
 
 
-def expand_sources(sources: Sequence[Path]) -> list[Path]:
-    """Trace files named by `sources`: files as given, directories by their *.json / *.json.gz files."""
-    files: list[Path] = []
+def _msprof_dir(path: Path) -> bool:
+    return path.name.startswith("PROF_") or any(p.is_dir() for p in path.glob("PROF_*")) or (path / "mindstudio_profiler_output").is_dir()
+
+
+def expand_sources(sources: Sequence[Path]) -> list[Source]:
+    """What `sources` name: files as given; directories by their Ascend rank directories, else by
+    their *.json / *.json.gz trace files."""
+    found: list[Source] = []
     for src in map(Path, sources):
         if not src.exists():
             raise InputError(f"{src}: no such file or directory")
         if src.is_file():
-            files.append(src)
+            found.append(Source(src, detect(src)))
             continue
-        if _looks_ascend(src):
-            raise InputError(
-                f"{src}: an Ascend profiler directory (torch_npu / MindSpore / msprof); this version of "
-                "prof-engine imports Chrome/Kineto traces only"
-            )
-        found = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+        rank_dirs = ascend.find_rank_dirs(src)
+        if rank_dirs:
+            found.extend(Source(d, "ascend") for d in rank_dirs)
+            continue
+        if _msprof_dir(src):
+            raise InputError(f"{src}: a CANN msprof PROF_* directory; this version of prof-engine imports "
+                             "torch_npu/MindSpore ASCEND_PROFILER_OUTPUT and Chrome/Kineto traces, not msprof's own layout")
+        files = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
                        and not _skipped(p.relative_to(src)))
-        if not found:
-            raise InputError(f"{src}: no trace files (*.json, *.json.gz) in this directory")
-        files.extend(found)
-    return files
+        if not files:
+            raise InputError(f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory")
+        found.extend(Source(f, detect(f)) for f in files)
+    return found
 
 
 def _source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
@@ -98,10 +108,8 @@ def import_sources(
     A directory with one trace per rank becomes one run with a rank per file (the rank is read
     from each trace's `distributedInfo.rank`, else the file's position in sorted order).
     """
-    files = expand_sources([Path(s) for s in sources])
-    for f in files:
-        detect(f)
-    total = sum(f.stat().st_size for f in files)
+    units = expand_sources([Path(s) for s in sources])
+    total = sum(_size(u.path) for u in units)
     done = 0
 
     def step(n: int) -> None:
@@ -111,13 +119,27 @@ def import_sources(
             progress(done, total)
 
     with RunBuilder(Path(out), force=force) as builder:
-        infos = []
-        for index, path in enumerate(files):
-            reader, conv = convert_file(path, index, builder.sink, step)
-            infos.append(_source_info(path, index, reader.header, conv, path.stat().st_size))
+        infos = [_convert(u, index, builder.sink, step) for index, u in enumerate(units)]
         _check_ranks(infos)
-        fmt = "kineto" if all(i.format == "kineto" for i in infos) else "chrome"
-        return builder.finalize(infos, fmt, metadata)
+        formats = sorted({i.format for i in infos})
+        return builder.finalize(infos, "+".join(formats), metadata)
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
+    if unit.format == "ascend":
+        conv, info = ascend.convert_rank_dir(unit.path, index, sink, step)
+        rank = ascend.rank_of(unit.path)
+        return SourceFile(
+            path=str(unit.path), format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
+            rank=rank if rank is not None else index, bytes=_size(unit.path), events=sum(conv.counts.values()),
+            lanes=list(conv.lanes.values()), info=info,
+        )
+    reader, conv = convert_file(unit.path, index, sink, step)
+    return _source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
 
 
 def _check_ranks(infos: list[SourceFile]) -> None:

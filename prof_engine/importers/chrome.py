@@ -50,6 +50,18 @@ class Args(msgspec.Struct, gc=False):
     addr: Any = msgspec.field(default=None, name="Addr")
     name: Any = None
     labels: Any = None
+    # Ascend (torch_npu / msprof trace_view.json)
+    physic_stream: Any = msgspec.field(default=None, name="Physic Stream Id")
+    task_id: Any = msgspec.field(default=None, name="Task Id")
+    ascend_task_type: Any = msgspec.field(default=None, name="Task Type")
+    connection_id: Any = None
+    src_rank: Any = msgspec.field(default=None, name="src rank")
+    dst_rank: Any = msgspec.field(default=None, name="dst rank")
+    transport: Any = msgspec.field(default=None, name="transport type")
+    size_bytes: Any = msgspec.field(default=None, name="size(Byte)")
+    data_type: Any = msgspec.field(default=None, name="data type")
+    hccl_data_type: Any = msgspec.field(default=None, name="data_type")
+    count: Any = None
 
 
 _ARGS = msgspec.json.Decoder(Args)
@@ -202,6 +214,10 @@ class ChromeConverter:
         c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
 
+    def point_device(self, ev: Event) -> str:
+        """Device of an instant, counter or flow event (Chrome traces: the host)."""
+        return "host"
+
     def after_slice(self, a: Args, d: Described) -> None:
         """Hook after a slice row is added (its id is `self.seq`): communication details."""
         if a.collective is not None or a.pg_name is not None:
@@ -251,7 +267,7 @@ class ChromeConverter:
             return
         c = self.tables["marks"].cols
         c["rank"].append(self.file_index)
-        c["device"].append("host")
+        c["device"].append(self.point_device(ev))
         c["step"].append(None)
         c["name"].append(name)
         c["category"].append(_text(ev.cat))
@@ -289,10 +305,11 @@ class ChromeConverter:
         if not isinstance(values, dict):
             return
         c = self.tables["counters"].cols
+        device = self.point_device(ev)
         for series, value in values.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 c["rank"].append(self.file_index)
-                c["device"].append("host")
+                c["device"].append(device)
                 c["step"].append(None)
                 c["name"].append(_text(ev.name) or "")
                 c["series"].append(series)
@@ -306,7 +323,7 @@ class ChromeConverter:
             return
         c = self.tables["flows"].cols
         c["rank"].append(self.file_index)
-        c["device"].append("host")
+        c["device"].append(self.point_device(ev))
         c["step"].append(None)
         c["category"].append(_text(ev.cat) or "")
         c["flow_id"].append(str(ev.id))

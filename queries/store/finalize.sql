@@ -84,7 +84,7 @@ ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* REPLACE (
-           CASE WHEN s.kind = 'step' THEN s.step ELSE coalesce(h.step, d.step) END AS step,
+           coalesce(s.step, h.step, d.step) AS step,  -- a step the source stated wins
            h.depth AS depth, h.parent_id AS parent_id, h.self_dur AS self_dur, d.launch_id AS launch_id)
 FROM _s s LEFT JOIN _host h USING (id) LEFT JOIN _device d USING (id);
 

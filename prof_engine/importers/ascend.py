@@ -1,0 +1,291 @@
+"""Ascend torch_npu / MindSpore profiler output (`*_ascend_pt`, `*_ascend_ms`) → canonical records.
+
+A rank directory holds `ASCEND_PROFILER_OUTPUT/` with `trace_view.json` (a Chrome trace array
+whose processes are lanes: Python, CANN, Ascend Hardware, HCCL/Communication, Overlap Analysis,
+counters) and `kernel_details.csv` (one row per device task with its OP Type and core type).
+Lanes are found through the `process_name` / `process_labels` metadata, never by decoding pid
+numbers (their encoding changed between versions). Device tasks from the trace are enriched with
+their kernel_details row (matched on stream, task id and start, ±1 ns: the two files round
+differently). The vendor's own Overlap Analysis lane is left out: prof-engine recomputes it.
+Without a trace_view.json, device tasks come from kernel_details.csv alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prof_engine.errors import InputError
+from prof_engine.importers import classify
+from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.units import us_text_to_ns
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+
+# kernel_details.csv / op_summary column names across versions → one name (ascend_formats.md §2.1).
+KERNEL_COLUMNS = {
+    "Name": ("Name", "Op Name"),
+    "Type": ("Type", "OP Type"),
+    "Core": ("Accelerator Core", "Task Type"),
+    "Start": ("Start Time(us)", "Task Start Time(us)"),
+    "Duration": ("Duration(us)", "Task Duration(us)"),
+    "Stream": ("Stream ID",),
+    "Task": ("Task ID",),
+    "Step": ("Step Id", "Step ID"),
+    "Shapes": ("Input Shapes",),
+    "Types": ("Input Data Types",),
+}
+# Sentinels that mean "no value" in Ascend CSVs (§0.8).
+NULLS = {"", "N/A", "NA", "4294967295", "18446744073709551615"}
+COMPUTE_TASK_TYPES = {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC", "MIX_AIV", "DSA_SQE", "FFTS_PLUS", "AIV_SQE", "AIC_SQE"}
+COPY_TASK_TYPES = re.compile(r"DMA|MEMCPY|SDMA", re.IGNORECASE)
+
+
+def is_rank_dir(path: Path) -> bool:
+    return (path / OUTPUT_DIR).is_dir()
+
+
+def find_rank_dirs(path: Path) -> list[Path]:
+    """The rank directories at or under `path` (a rank dir itself, or a cluster of them)."""
+    if is_rank_dir(path):
+        return [path]
+    return sorted({p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
+
+
+def rank_of(rank_dir: Path) -> int | None:
+    """Rank from `profiler_info_<rank>.json` (msprof-analyze's rule), else its `rank_id`."""
+    for info in sorted(rank_dir.glob("profiler_info*.json")):
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
+        if m:
+            return int(m.group(1))
+        try:
+            rank = json.loads(info.read_text(encoding="utf-8")).get("rank_id")
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            continue
+        if rank is not None and str(rank).lstrip("-").isdigit() and int(rank) >= 0:
+            return int(rank)
+    return None
+
+
+def read_csv(path: Path, columns: dict[str, tuple[str, ...]]) -> list[dict[str, str | None]]:
+    """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
+    versions), trailing tabs stripped and sentinels mapped to None."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            return []
+        index = {}
+        for key, names in columns.items():
+            found = next((header.index(n) for n in names if n in header), None)
+            if found is not None:
+                index[key] = found
+        rows = []
+        for line in reader:
+            row = {}
+            for key, i in index.items():
+                v = line[i].strip().strip("\t").strip() if i < len(line) else ""
+                row[key] = None if v in NULLS else v
+            rows.append(row)
+    missing = [k for k in ("Name", "Start", "Duration") if k not in index]
+    if missing:
+        raise InputError(f"{path}: no column for {', '.join(missing)} (header: {', '.join(header[:12])})")
+    return rows
+
+
+def _kernel_index(rows: list[dict[str, str | None]]) -> dict[tuple, dict]:
+    """kernel_details rows by (stream, task id, start ns) and, for communication, by (name, start ns)."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        start = us_text_to_ns(r["Start"] or "")
+        if start is None:
+            continue
+        r["start_ns"] = start
+        if r.get("Stream") is not None and r.get("Task") is not None:
+            out[(_int(r["Stream"]), _int(r["Task"]), start)] = r
+        else:
+            out[(r["Name"], start)] = r
+    return out
+
+
+def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
+    for t in (ts, ts - 1, ts + 1):
+        r = index.get((*key, t))
+        if r is not None:
+            return r
+    return None
+
+
+class AscendConverter(ChromeConverter):
+    """trace_view.json lanes → canonical kinds and devices (see the module docstring)."""
+
+    def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict]) -> None:
+        super().__init__(file_index, sink)
+        self.kernels = kernels
+        self.process: dict[str, str] = {}
+        self.label: dict[str, str] = {}
+        self.thread: dict[tuple[str, str], str] = {}
+        for ev in meta:
+            args = json.loads(bytes(ev.args)) if bytes(ev.args) else {}
+            pid = _text(ev.pid) or ""
+            if ev.name == "process_name":
+                self.process[pid] = str(args.get("name", ""))
+            elif ev.name == "process_labels":
+                self.label[pid] = str(args.get("labels", ""))
+            elif ev.name == "thread_name":
+                self.thread[(pid, _text(ev.tid) or "")] = str(args.get("name", ""))
+
+    def point_device(self, ev: Event) -> str:
+        label = self.label.get(_text(ev.pid) or "", "CPU")
+        if not label.startswith("NPU"):
+            return "host"
+        return f"npu{label[3:].strip() or 0}"
+
+    def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
+        pid = _text(ev.pid) or ""
+        lane = self.process.get(pid, "")
+        device = self.point_device(ev)
+        if lane == "Overlap Analysis":
+            return None  # derived by the vendor; prof-engine recomputes it (view `overlap`)
+        if lane == "CANN":
+            return Described("api", device, correlation=_int(a.connection_id))
+        if lane == "Ascend Hardware":
+            return self._hardware_task(ev, a, name, device)
+        if lane in ("HCCL", "Communication"):
+            group_op = self.thread.get((pid, _text(ev.tid) or ""), "").startswith("Group")
+            row = _lookup(self.kernels, (name,), us_text_to_ns(ev.ts) or 0) if group_op else None
+            return Described("comm" if group_op else "comm_task", device, correlation=_int(a.connection_id),
+                             op_type=row["Type"] if row else None, task_type="HCCL" if group_op else a.ascend_task_type)
+        if device == "host":
+            kind = classify.kind_of(cat, name, False)
+            return Described(kind, device, input_shapes=_ascend_shapes(a), input_types=_ascend_types(a))
+        return Described("other", device)
+
+    def _hardware_task(self, ev: Event, a: Args, name: str, device: str) -> Described:
+        stream = _int(a.physic_stream) if a.physic_stream is not None else _int(ev.tid)
+        task_type = _text(a.ascend_task_type) or ""
+        row = _lookup(self.kernels, (stream, _int(a.task_id)), us_text_to_ns(ev.ts) or 0)
+        if row is not None:
+            kind = "kernel"
+        elif self.kernels and task_type in COMPUTE_TASK_TYPES:
+            kind = "other"  # not a compute op by the vendor's own kernel list
+        elif task_type in COMPUTE_TASK_TYPES:
+            kind = "kernel"
+        else:
+            kind = "memcpy" if COPY_TASK_TYPES.search(task_type) else "sync"
+        return Described(
+            kind, device, stream=stream, correlation=_int(a.connection_id),
+            op_type=row["Type"] if row else None, task_type=(row["Core"] if row else None) or task_type or None,
+            input_shapes=row["Shapes"] if row else None, input_types=row["Types"] if row else None,
+        )
+
+    def after_slice(self, a: Args, d: Described) -> None:
+        if d.kind == "comm_task" and (a.src_rank is not None or a.transport is not None):
+            self._comm_row(d.device, None, _text(a.data_type), None, _int(a.size_bytes), a)
+        elif d.kind == "comm":
+            self._comm_row(d.device, d.op_type, _text(a.hccl_data_type), _int(a.count), None, None)
+
+    def _comm_row(self, device: str, collective: str | None, dtype: str | None, count: int | None,
+                  nbytes: int | None, a: Args | None) -> None:
+        c = self.tables["comm"].cols
+        values = {
+            "slice_id": self.seq, "rank": self.file_index, "device": device, "step": None,
+            "collective": collective, "dtype": dtype, "in_nelems": count, "bytes": nbytes,
+            "src_rank": _rank_or_none(a.src_rank) if a else None, "dst_rank": _rank_or_none(a.dst_rank) if a else None,
+            "transport": _text(a.transport) if a else None,
+        }
+        for col, vals in c.items():
+            vals.append(values.get(col))
+
+
+def _rank_or_none(v: Any) -> int | None:
+    r = _int(v)
+    return None if r is None or r >= 4294967295 or r < 0 else r
+
+
+def _ascend_shapes(a: Args) -> str | None:
+    dims = a.input_dims
+    if isinstance(dims, str):  # torch_npu writes "8,32;;" strings
+        return dims
+    from prof_engine.importers.chrome import shapes_text
+
+    return shapes_text(dims)
+
+
+def _ascend_types(a: Args) -> str | None:
+    t = a.input_type
+    if isinstance(t, str):
+        return t
+    return ";".join(map(str, t)) if isinstance(t, list) else None
+
+
+def _metadata(path: Path) -> list[Event]:
+    return [ev for chunk in ChromeTraceReader(path).chunks() for ev in chunk if ev.ph == "M"]
+
+
+def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
+                     progress: Callable[[int], None] | None = None) -> tuple[ChromeConverter, dict[str, Any]]:
+    """Stream one rank directory into `sink`; return the converter and what the manifest keeps."""
+    out = rank_dir / OUTPUT_DIR
+    trace = out / "trace_view.json"
+    kernel_csv = out / "kernel_details.csv"
+    rows = read_csv(kernel_csv, KERNEL_COLUMNS) if kernel_csv.is_file() else []
+    info = _rank_info(rank_dir)
+    if trace.is_file():
+        conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows))
+        reader = ChromeTraceReader(trace)
+        last = 0
+        for events in reader.chunks():
+            conv.feed(events)
+            if progress:
+                progress(reader.bytes_read - last)
+                last = reader.bytes_read
+        conv.finish()
+        return conv, info
+    if rows:
+        conv = AscendConverter(file_index, sink, [], {})
+        _kernel_rows_as_slices(conv, rows)
+        conv.finish()
+        return conv, info
+    raise InputError(f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
+                     f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)")
+
+
+def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
+    """Device tasks straight from kernel_details.csv (no trace): step from its Step Id column."""
+    c = conv.tables["slices"].cols
+    for r in rows:
+        start, dur = us_text_to_ns(r["Start"] or ""), us_text_to_ns(r["Duration"] or "")
+        if start is None:
+            continue
+        comm = r.get("Core") in ("HCCL", "COMMUNICATION")
+        conv.seq += 1
+        values = {
+            "id": conv.seq, "rank": conv.file_index, "device": "npu0", "step": _int(r.get("Step")),
+            "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
+            "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
+            "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
+        }
+        for col, vals in c.items():
+            vals.append(values.get(col))
+
+
+def _rank_info(rank_dir: Path) -> dict[str, Any]:
+    """profiler_info / profiler_metadata content the manifest keeps (config, parallel groups)."""
+    info: dict[str, Any] = {}
+    for name in sorted(rank_dir.glob("profiler_info*.json")) + [rank_dir / "profiler_metadata.json"]:
+        if name.is_file():
+            try:
+                data = json.loads(name.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise InputError(f"{name}: not valid JSON") from None
+            if isinstance(data, dict):
+                info.update({k: v for k, v in data.items() if k in (
+                    "config", "rank_id", "distributed_args", "parallel_group_info", "end_info")})
+    return info
