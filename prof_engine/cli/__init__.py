@@ -56,6 +56,7 @@ def import_(
     sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")] = None,
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
     from prof_engine import import_trace, open
@@ -63,10 +64,12 @@ def import_(
 
     progress = _Progress()
     try:
-        run = import_trace(sources, output, force=force, progress=progress)
+        run = import_trace(sources, output, force=force, jobs=jobs, progress=progress)
     finally:
         progress.close()
     m = open(run).manifest
+    for skipped in m["skipped"]:
+        err.print(f"Warning: left out: {skipped['error']}", highlight=False)
     err.print(f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
               f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps")
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 import zlib
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prof_engine.errors import InputError
+from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
-from prof_engine.store import RunBuilder, SourceFile
+from prof_engine.store import RunBuilder, SourceFile, StagingSink
 
 Progress = Callable[[int, int], None]
 
@@ -92,6 +95,7 @@ def _source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbyt
     info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     return SourceFile(
         path=str(path), format="kineto" if kineto else "chrome", rank=int(rank) if isinstance(rank, int) else index,
+        index=index,
         offset_ns=int(base) if isinstance(base, (int, float)) else 0,
         version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
         bytes=nbytes, events=sum(conv.counts.values()), host=header.get("host_name"),
@@ -100,29 +104,68 @@ def _source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbyt
 
 
 def import_sources(
-    sources: Sequence[Path | str], out: Path | str, *, force: bool = False,
+    sources: Sequence[Path | str], out: Path | str, *, force: bool = False, jobs: int | None = None,
     progress: Progress | None = None, metadata: dict[str, Any] | None = None,
 ) -> Path:
     """Import trace files or directories into the run at `out`; return its path.
 
-    A directory with one trace per rank becomes one run with a rank per file (the rank is read
-    from each trace's `distributedInfo.rank`, else the file's position in sorted order).
+    A directory with one trace per rank (Kineto files, Ascend rank directories) becomes one run
+    with a rank per unit, converted in `jobs` parallel processes (default: one per core). When
+    several units are imported, one that fails is left out and listed in the manifest's `skipped`
+    with its error; the others still make the run. If every unit fails, the first error is raised.
     """
     units = expand_sources([Path(s) for s in sources])
-    total = sum(_size(u.path) for u in units)
-    done = 0
+    sizes = [_size(u.path) for u in units]
+    total, done = sum(sizes), 0
 
-    def step(n: int) -> None:
+    def advance(n: int) -> None:
         nonlocal done
         done += n
         if progress:
             progress(done, total)
 
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
     with RunBuilder(Path(out), force=force) as builder:
-        infos = [_convert(u, index, builder.sink, step) for index, u in enumerate(units)]
+        if jobs == 1:
+            results = [_convert_unit(u, i, builder.staging, advance) for i, u in enumerate(units)]
+        else:
+            results = _convert_parallel(units, sizes, builder.staging, jobs, advance)
+        infos = [r for r in results if isinstance(r, SourceFile)]
+        failed = [r for r in results if isinstance(r, ProfEngineError)]
+        if failed and (len(units) == 1 or not infos):
+            raise failed[0]
         _check_ranks(infos)
         formats = sorted({i.format for i in infos})
-        return builder.finalize(infos, "+".join(formats), metadata)
+        return builder.finalize(infos, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed])
+
+
+def _convert_unit(unit: Source, index: int, staging: Path, advance: Callable[[int], None] | None = None
+                  ) -> SourceFile | ProfEngineError:
+    """Convert one unit into its own staging files; on a user-facing error, remove them and return it."""
+    sink = StagingSink(staging)
+    try:
+        info = _convert(unit, index, sink, advance or (lambda n: None))
+        sink.close()
+        return info
+    except ProfEngineError as e:
+        sink.discard()
+        return e
+    except BaseException:
+        sink.discard()
+        raise
+
+
+def _convert_parallel(units: list[Source], sizes: list[int], staging: Path, jobs: int,
+                      advance: Callable[[int], None]) -> list[SourceFile | ProfEngineError]:
+    """Convert units in worker processes (spawned: no state shared with the parent but the files)."""
+    results: list[SourceFile | ProfEngineError | None] = [None] * len(units)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_convert_unit, u, i, staging): i for i, u in enumerate(units)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            advance(sizes[i])
+    return results  # type: ignore[return-value]
 
 
 def _size(path: Path) -> int:
@@ -135,7 +178,8 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
         rank = ascend.rank_of(unit.path)
         return SourceFile(
             path=str(unit.path), format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
-            rank=rank if rank is not None else index, bytes=_size(unit.path), events=sum(conv.counts.values()),
+            rank=rank if rank is not None else index, index=index, bytes=_size(unit.path),
+            events=sum(conv.counts.values()),
             lanes=list(conv.lanes.values()), info=info,
         )
     reader, conv = convert_file(unit.path, index, sink, step)

@@ -2,6 +2,6 @@
 dataset per canonical table (`<table>/device=<d>/step=<n>/part-*.parquet`)."""
 
 from prof_engine.store.manifest import MANIFEST, read_manifest
-from prof_engine.store.builder import RunBuilder, SourceFile
+from prof_engine.store.builder import RunBuilder, SourceFile, StagingSink
 
-__all__ = ["MANIFEST", "RunBuilder", "SourceFile", "read_manifest"]
+__all__ = ["MANIFEST", "RunBuilder", "SourceFile", "StagingSink", "read_manifest"]

@@ -37,6 +37,7 @@ class SourceFile:
     path: str
     format: str
     rank: int
+    index: int  # the file index its staged records carry in `rank` until finalisation
     offset_ns: int = 0
     version: str | None = None
     bytes: int = 0
@@ -57,6 +58,38 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
     return con
 
 
+class StagingSink:
+    """Appends record batches to staging Parquet files under `root/<table>/`, one file per table.
+
+    Each import unit (one trace file, one rank directory) gets its own sink, possibly in a worker
+    process; `discard()` removes what a failed unit wrote, so the other units are not affected.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.tag = uuid.uuid4().hex
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def __call__(self, table: str, batch: pa.RecordBatch) -> None:
+        schema.validate(table, batch)
+        w = self._writers.get(table)
+        if w is None:
+            path = self.root / table / f"{self.tag}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, compression="zstd")
+        w.write_batch(batch)
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+
+    def discard(self) -> None:
+        self.close()
+        for path in self.root.glob(f"*/{self.tag}.parquet"):
+            path.unlink()
+
+
 class RunBuilder:
     """Context manager that builds the run at `out`; see the module docstring."""
 
@@ -71,7 +104,7 @@ class RunBuilder:
                 raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
         make_dirs(self.out.parent)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
-        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.staging = self.tmp / "_staging"
 
     def __enter__(self) -> RunBuilder:
         return self
@@ -80,34 +113,21 @@ class RunBuilder:
         if exc_type is not None:
             self.abort()
 
-    def sink(self, table: str, batch: pa.RecordBatch) -> None:
-        """Append a batch of canonical records (staging form) to `table`."""
-        schema.validate(table, batch)
-        w = self._writers.get(table)
-        if w is None:
-            path = self.tmp / "_staging" / table / f"{uuid.uuid4().hex}.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, compression="zstd")
-        w.write_batch(batch)
-
     def abort(self) -> None:
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def finalize(self, sources: list[SourceFile], source_format: str, metadata: dict[str, Any] | None = None) -> Path:
-        """Assign steps and links, write the partitioned tables and the manifest, publish the run."""
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
+    def finalize(self, sources: list[SourceFile], source_format: str, metadata: dict[str, Any] | None = None,
+                 skipped: list[dict[str, str]] | None = None) -> Path:
+        """Assign steps and links, write the partitioned tables and the manifest, publish the run.
+
+        The staging sinks that wrote into `self.staging` must be closed."""
         con = duckdb_connect(self.tmp / "_spill", self.memory_limit)
         try:
             rows = self._write_tables(con, sources)
             summary = self._summarise(con)
         finally:
             con.close()
-        shutil.rmtree(self.tmp / "_staging", ignore_errors=True)
+        shutil.rmtree(self.staging, ignore_errors=True)
         shutil.rmtree(self.tmp / "_spill", ignore_errors=True)
         manifest = {
             "id": uuid.uuid4().hex,
@@ -119,6 +139,7 @@ class RunBuilder:
             "hosts": sorted({s.host for s in sources if s.host}),
             "tables": rows,
             "metadata": metadata or {},
+            "skipped": skipped or [],
             **summary,
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
@@ -128,15 +149,15 @@ class RunBuilder:
 
     def _write_tables(self, con: duckdb.DuckDBPyConnection, sources: list[SourceFile]) -> dict[str, int]:
         files = pa.table({
-            "file": pa.array(range(len(sources)), pa.int32()),
+            "file": pa.array([s.index for s in sources], pa.int32()),
             "rank": pa.array([s.rank for s in sources], pa.int32()),
             "offset_ns": pa.array([s.offset_ns for s in sources], pa.int64()),
         })
         con.register("_files_arrow", files)
         con.execute("CREATE TEMP TABLE files AS SELECT * FROM _files_arrow")
         for name, table in schema.tables().items():
-            staged = self.tmp / "_staging" / name
-            if staged.is_dir():
+            staged = self.staging / name
+            if any(staged.glob("*.parquet")):
                 con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
             else:
                 con.register(f"_empty_{name}", table.arrow_schema.empty_table())

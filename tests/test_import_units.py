@@ -1,0 +1,33 @@
+"""Import of many units (files, rank directories): parallel processes, one failure does not lose the rest."""
+
+from __future__ import annotations
+
+import shutil
+
+import prof_engine
+from conftest import fixture_path
+
+
+def _rows(run_dir):
+    with prof_engine.open(run_dir) as r:
+        return r.sql("SELECT rank, kind, count(*), sum(dur), sum(coalesce(step, -1)) FROM slices GROUP BY ALL ORDER BY ALL").rows()
+
+
+def test_parallel_equals_sequential(tmp_path):
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
+    a = prof_engine.import_trace([src], tmp_path / "a", jobs=2)
+    b = prof_engine.import_trace([src], tmp_path / "b", jobs=1)
+    assert _rows(a) == _rows(b)
+    assert {r for r, *_ in _rows(a)} == {0, 1}
+
+
+def test_a_bad_unit_is_left_out_and_reported(tmp_path):
+    src = tmp_path / "traces"
+    shutil.copytree(fixture_path("kineto", "hta_sampled_2rank_nccl"), src)
+    (src / "aaa_broken.json").write_text('{"traceEvents": [{"ph": "X"')
+    run = prof_engine.import_trace([src], tmp_path / "run", jobs=2)
+    with prof_engine.open(run) as r:
+        assert r.manifest["ranks"] == [0, 1]
+        assert len(r.manifest["skipped"]) == 1 and "aaa_broken.json" in r.manifest["skipped"][0]["error"]
+        assert r.manifest["tables"]["slices"] == sum(n for _, _, n, _, _ in _rows(run))
+    assert _rows(run) == _rows(prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "ref"))
