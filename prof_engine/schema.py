@@ -43,6 +43,7 @@ class Table:
     name: str
     description: str
     columns: tuple[Column, ...]
+    stored: bool = True  # False: built from manifest.json when a run is opened, not a Parquet dataset
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -71,11 +72,17 @@ def tables() -> dict[str, Table]:
         for c in cols:
             if c.type not in _ARROW_TYPES:
                 raise ValueError(f"{path.name}: column {c.name} has unknown type {c.type!r}")
+        stored = raw.get("stored", True)
         missing = [k for k in PARTITION_KEYS if k not in {c.name for c in cols}]
-        if missing:
+        if stored and missing:
             raise ValueError(f"{path.name}: partition key columns {missing} are missing")
-        out[raw["name"]] = Table(raw["name"], raw["description"], cols)
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored)
     return out
+
+
+def stored_tables() -> dict[str, Table]:
+    """The tables a run holds as hive-partitioned Parquet datasets."""
+    return {n: t for n, t in tables().items() if t.stored}
 
 
 def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:
@@ -104,7 +111,8 @@ def reference_markdown() -> str:
         "",
     ]
     for t in tables().values():
-        lines += [f"## `{t.name}`", "", t.description, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
+        where = "" if t.stored else " Not stored: derived from `manifest.json` when a run is opened."
+        lines += [f"## `{t.name}`", "", t.description + where, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
         for c in t.columns:
             lines.append(f"| `{c.name}` | {c.type} | {c.unit} | {'yes' if c.nullable else ''} | {c.description} |")
         lines.append("")

@@ -32,7 +32,7 @@ def test_view_builds_from_declared_dependencies_only(name):
     con = duckdb.connect()
     needed = _closure(name)
     for table_name, table in schema.tables().items():
-        if table_name in needed:
+        if table_name in needed:  # stored tables and run_ranks alike: plain tables of their schema
             con.register(f"_empty_{table_name}", table.arrow_schema.empty_table())
             con.execute(f"CREATE VIEW {table_name} AS SELECT * FROM _empty_{table_name}")
     for dep in needed:

@@ -13,6 +13,7 @@ from prof_engine import schema
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
+from prof_engine.store.manifest import run_ranks
 
 
 def _quote(text: str) -> str:
@@ -78,7 +79,9 @@ class Run:
 
     def _register_tables(self) -> None:
         rows = self.manifest.get("tables", {})
-        for name, table in schema.tables().items():
+        self.con.register("_run_ranks", run_ranks(self.manifest))
+        self.con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
+        for name, table in schema.stored_tables().items():
             cols = ", ".join(f'"{c}"' for c in table.column_names)
             where = f" WHERE step IN ({', '.join(map(str, self.steps))})" if self.steps else ""
             if rows.get(name) and (self.path / name).is_dir():

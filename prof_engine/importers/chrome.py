@@ -138,7 +138,7 @@ class ChromeConverter:
     def __init__(self, file_index: int, sink: Sink) -> None:
         self.file_index = file_index
         self.seq = file_index << 40
-        self.tables = {name: _Columns(name, sink) for name in schema.tables()}
+        self.tables = {name: _Columns(name, sink) for name in schema.stored_tables()}
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
         self.open_begins: dict[tuple[str, str], list[Event]] = {}
         self.counts: dict[str, int] = {}

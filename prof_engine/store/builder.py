@@ -155,7 +155,7 @@ class RunBuilder:
         })
         con.register("_files_arrow", files)
         con.execute("CREATE TEMP TABLE files AS SELECT * FROM _files_arrow")
-        for name, table in schema.tables().items():
+        for name, table in schema.stored_tables().items():
             staged = self.staging / name
             if any(staged.glob("*.parquet")):
                 con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
@@ -164,7 +164,7 @@ class RunBuilder:
                 con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM _empty_{name}")
         con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
         rows = {}
-        for name in schema.tables():
+        for name in schema.stored_tables():
             copy = (
                 f"COPY (SELECT * FROM final_{name}) TO '{self.tmp / name}' (FORMAT parquet, COMPRESSION zstd, "
                 "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"

@@ -30,3 +30,30 @@ def read_manifest(run: Path) -> dict[str, Any]:
             f"(reads {schema_version()}); re-import the source"
         )
     return manifest
+
+
+def _group_index(groups: dict[str, Any], rank: int, names: tuple[str, ...]) -> int | None:
+    """Position of `rank` in its group named one of `names` (torch_npu `parallel_group_info`)."""
+    for g in groups.values() if isinstance(groups, dict) else ():
+        ranks = g.get("global_ranks") if isinstance(g, dict) else None
+        if isinstance(g, dict) and g.get("group_name") in names and isinstance(ranks, list) and rank in ranks:
+            return sorted(ranks).index(rank)
+    return None
+
+
+def run_ranks(manifest: dict[str, Any]):
+    """The `run_ranks` table (schemas/run_ranks.toml) of a manifest, as Arrow."""
+    import pyarrow as pa
+
+    from prof_engine.schema import tables
+
+    rows: dict[str, list] = {c: [] for c in tables()["run_ranks"].column_names}
+    for src in manifest.get("sources", []):
+        groups = (src.get("info") or {}).get("parallel_group_info") or {}
+        rank = src["rank"]
+        for col, value in (("rank", rank), ("host", src.get("host")), ("source", src["path"]), ("format", src["format"]),
+                           ("pp_stage", _group_index(groups, rank, ("pp",))),
+                           ("dp_index", _group_index(groups, rank, ("dp",))),
+                           ("tp_index", _group_index(groups, rank, ("tp",)))):
+            rows[col].append(value)
+    return pa.table(rows, schema=tables()["run_ranks"].arrow_schema)
