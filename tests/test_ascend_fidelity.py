@@ -110,3 +110,28 @@ def test_export_reproduces_vendor_files(npu, tmp_path):
         rows = [r for r in csv.DictReader(f) if r["Rank"] == "0" and r["Device"] != "host"]
     vendor = _vendor(src, 0, "op_statistic.csv")
     assert [(r["OP Type"], r["Count"]) for r in rows] == [(r["OP Type"], r["Count"]) for r in vendor]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_memory_peaks_match_memory_record_csv(npu, rank):
+    """`memory` peaks per component equal the largest totals in memory_record.csv (MB), on the rank's NPU."""
+    src, run = npu
+    want: dict[str, float] = {}
+    for r in _vendor(src, rank, "memory_record.csv"):
+        value = r["Total Allocated(MB)"].strip()
+        if value:
+            want[r["Component"]] = max(want.get(r["Component"], 0.0), float(value))
+    got = dict(run.sql("""SELECT "Component", "Peak Allocated(MB)" FROM memory WHERE "Rank" = ?
+                          AND "Peak Allocated(MB)" IS NOT NULL""", [rank]).rows())
+    assert got == pytest.approx(want, abs=1e-6)
+    (devices,), = run.sql("SELECT list(DISTINCT device) FROM slices WHERE rank = ? AND device <> 'host'", [rank]).rows()
+    assert devices == [f"npu{rank}"]  # from the memory files' `NPU:<k>`: trace_view only says "NPU"
+
+
+def test_operator_memory_rows(npu):
+    src, run = npu
+    rows = _vendor(src, 0, "operator_memory.csv")
+    want = sum(1 for r in rows if r["Allocation Time(us)"].strip() and float(r["Size(KB)"]) >= 0) + \
+        sum(1 for r in rows if r["Release Time(us)"].strip())
+    (got,), = run.sql("SELECT count(*) FROM memory_events WHERE rank = 0 AND op_name IS NOT NULL").rows()
+    assert got == want

@@ -156,10 +156,10 @@ def test_op_summary_one_cpu_op_row_per_op(trace):
 
 
 def test_memory_rows_match_memory_events(trace):
-    """The memory table has one row per `[memory]` instant event; bytes sum to the raw args.Bytes sum."""
+    """The memory_events table has one row per `[memory]` instant event; bytes sum to the raw args.Bytes sum."""
     mem = [e for e in trace["events"] if e.get("ph") == "i" and e["name"] == "[memory]"]
     assert mem, "profile_memory=True records allocator events"
-    count, total = trace["run"].sql("select count(*), sum(bytes) from memory").rows()[0]
+    count, total = trace["run"].sql("select count(*), sum(bytes) from memory_events").rows()[0]
     assert count == len(mem)
     assert total == sum(e["args"]["Bytes"] for e in mem)
 

@@ -72,7 +72,9 @@ def rank_of(rank_dir: Path) -> int | None:
     return None
 
 
-def read_csv(path: Path, columns: dict[str, tuple[str, ...]]) -> list[dict[str, str | None]]:
+def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
+             required: tuple[str, ...] = ("Name", "Start", "Duration"), limit: int | None = None,
+             ) -> list[dict[str, str | None]]:
     """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
     versions), trailing tabs stripped and sentinels mapped to None."""
     with open(path, newline="", encoding="utf-8-sig") as f:
@@ -88,12 +90,14 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]]) -> list[dict[str, 
                 index[key] = found
         rows = []
         for line in reader:
+            if limit is not None and len(rows) >= limit:
+                break
             row = {}
             for key, i in index.items():
                 v = line[i].strip().strip("\t").strip() if i < len(line) else ""
                 row[key] = None if v in NULLS else v
             rows.append(row)
-    missing = [k for k in ("Name", "Start", "Duration") if k not in index]
+    missing = [k for k in required if k not in index]
     if missing:
         raise InputError(f"{path}: no column for {', '.join(missing)} (header: {', '.join(header[:12])})")
     return rows
@@ -125,9 +129,11 @@ def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
 class AscendConverter(ChromeConverter):
     """trace_view.json lanes → canonical kinds and devices (see the module docstring)."""
 
-    def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict]) -> None:
+    def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict],
+                 device_index: int = 0) -> None:
         super().__init__(file_index, sink)
         self.kernels = kernels
+        self.device_index = device_index  # for lanes labelled "NPU" without an index
         self.process: dict[str, str] = {}
         self.label: dict[str, str] = {}
         self.thread: dict[tuple[str, str], str] = {}
@@ -145,7 +151,7 @@ class AscendConverter(ChromeConverter):
         label = self.label.get(_text(ev.pid) or "", "CPU")
         if not label.startswith("NPU"):
             return "host"
-        return f"npu{label[3:].strip() or 0}"
+        return f"npu{label[3:].strip() or self.device_index}"
 
     def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
         pid = _text(ev.pid) or ""
@@ -238,7 +244,7 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     rows = read_csv(kernel_csv, KERNEL_COLUMNS) if kernel_csv.is_file() else []
     info = _rank_info(rank_dir)
     if trace.is_file():
-        conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows))
+        conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
         reader = ChromeTraceReader(trace)
         last = 0
         for events in reader.chunks():
@@ -246,15 +252,35 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
             if progress:
                 progress(reader.bytes_read - last)
                 last = reader.bytes_read
+        convert_memory(out, conv)
         conv.finish()
         return conv, info
     if rows:
-        conv = AscendConverter(file_index, sink, [], {})
+        conv = AscendConverter(file_index, sink, [], {}, device_index(out))
         _kernel_rows_as_slices(conv, rows)
+        convert_memory(out, conv)
         conv.finish()
         return conv, info
+    from prof_engine.importers import ascend_db  # imports this module: import here, not at the top
+
+    database = ascend_db.find_db(out)
+    if database is not None:  # exported with export_type=db
+        return ascend_db.convert_db(database, file_index, sink, progress), info
     raise InputError(f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
                      f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)")
+
+
+def device_index(output_dir: Path) -> int:
+    """The NPU index of a rank directory, from the `Device Type`/`Device` column (`NPU:1`) of its
+    memory files: trace_view.json labels lanes "NPU" without it in some versions."""
+    for name in ("memory_record.csv", "npu_module_mem.csv", "operator_memory.csv"):
+        path = output_dir / name
+        if path.is_file():
+            for row in read_csv(path, {"Device": ("Device Type", "Device")}, required=(), limit=1):
+                m = re.search(r"(\d+)\s*$", row.get("Device") or "")
+                if m:
+                    return int(m.group(1))
+    return 0
 
 
 def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
@@ -267,13 +293,19 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
         conv.seq += 1
         values = {
-            "id": conv.seq, "rank": conv.file_index, "device": "npu0", "step": _int(r.get("Step")),
+            "id": conv.seq, "rank": conv.file_index, "device": f"npu{conv.device_index}", "step": _int(r.get("Step")),
             "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
             "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
             "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
         }
         for col, vals in c.items():
             vals.append(values.get(col))
+
+
+def convert_memory(output_dir: Path, conv: ChromeConverter) -> None:
+    from prof_engine.importers.ascend_memory import convert_memory as convert
+
+    convert(output_dir, conv)
 
 
 def _rank_info(rank_dir: Path) -> dict[str, Any]:

@@ -284,13 +284,14 @@ class ChromeConverter:
         kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
         dev_id = _int(a.device_id)
         device = "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
-        c = self.tables["memory"].cols
+        c = self.tables["memory_events"].cols
         c["rank"].append(self.file_index)
         c["device"].append(device)
         c["step"].append(None)
         c["ts"].append(ts)
         c["pid"].append(_text(ev.pid))
         c["tid"].append(_text(ev.tid))
+        c["op_name"].append(None)
         c["addr"].append(_int(a.addr))
         c["bytes"].append(nbytes)
         c["total_allocated"].append(_int(a.total_allocated))

@@ -88,7 +88,7 @@ SELECT s.* REPLACE (
            h.depth AS depth, h.parent_id AS parent_id, h.self_dur AS self_dur, d.launch_id AS launch_id)
 FROM _s s LEFT JOIN _host h USING (id) LEFT JOIN _device d USING (id);
 
--- Point records (marks, counters, memory, flows) take the step whose range contains them.
+-- Point records (marks, counters, memory_events, flows) take the step whose range contains them.
 CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
 SELECT m.* REPLACE (f.rank AS rank, m.ts + f.offset_ns AS ts,
                     CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END AS step)
@@ -97,7 +97,7 @@ ASOF LEFT JOIN _steps st ON f.rank = st.rank AND m.ts + f.offset_ns >= st.start_
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');
-CREATE OR REPLACE TEMP VIEW final_memory AS SELECT * FROM _point_records('staging_memory');
+CREATE OR REPLACE TEMP VIEW final_memory_events AS SELECT * FROM _point_records('staging_memory_events');
 CREATE OR REPLACE TEMP VIEW final_flows AS SELECT * FROM _point_records('staging_flows');
 
 -- Communication details take the device and step of their slice.
