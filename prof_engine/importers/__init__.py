@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import InputError, ProfEngineError
-from prof_engine.importers import ascend
+from prof_engine.importers import ascend, mindspore_legacy, msprof, unsupported
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
@@ -37,7 +37,7 @@ def detect(path: Path) -> str:
     if text[:1] == b"{" and (b'"traceEvents"' in head or len(head) < (1 << 16)):
         return "chrome"  # a small object without traceEvents is reported precisely by the reader
     if text[:1] == b"[" and re.match(rb"\[\s*(\{|\])", text):
-        return "chrome"
+        return "ascend_trace" if msprof.looks_ascend(path, head) else "chrome"
     raise InputError(f"{path}: unknown file type (prof-engine imports Chrome/Kineto trace JSON, .json or .json.gz)")
 
 
@@ -46,7 +46,7 @@ class Source:
     """One unit of import: a Chrome trace file, or an Ascend rank directory."""
 
     path: Path
-    format: str  # "chrome" or "ascend"
+    format: str  # chrome, ascend, ascend_trace (a lone Ascend trace), msprof (legacy device dir), mindspore_legacy
 
 
 def _skipped(rel: Path) -> bool:
@@ -72,9 +72,14 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
         if rank_dirs:
             found.extend(Source(d, "ascend") for d in rank_dirs)
             continue
-        if _msprof_dir(src):
-            raise InputError(f"{src}: a CANN msprof PROF_* directory; this version of prof-engine imports "
-                             "torch_npu/MindSpore ASCEND_PROFILER_OUTPUT and Chrome/Kineto traces, not msprof's own layout")
+        if _msprof_dir(src) or msprof.is_device_dir(src):
+            found.extend(Source(d, "msprof") for d in msprof.device_dirs(src))  # one unit per legacy device_N/
+            continue
+        if mindspore_legacy.is_legacy_dir(src):
+            found.append(Source(src, "mindspore_legacy"))
+            continue
+        if (reason := unsupported.explain(src)) is not None:
+            raise InputError(reason)
         files = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
                        and not _skipped(p.relative_to(src)))
         if not files:
@@ -173,6 +178,10 @@ def _size(path: Path) -> int:
 
 
 def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
+    if unit.format in ("msprof", "ascend_trace", "mindspore_legacy"):
+        convert = {"msprof": msprof.convert_device_dir, "ascend_trace": msprof.convert_trace,
+                   "mindspore_legacy": mindspore_legacy.convert}[unit.format]
+        return convert(unit.path, index, sink, step)
     if unit.format == "ascend":
         conv, info = ascend.convert_rank_dir(unit.path, index, sink, step)
         rank = ascend.rank_of(unit.path)

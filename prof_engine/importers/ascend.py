@@ -42,8 +42,26 @@ KERNEL_COLUMNS = {
 }
 # Sentinels that mean "no value" in Ascend CSVs (§0.8).
 NULLS = {"", "N/A", "NA", "4294967295", "18446744073709551615"}
-COMPUTE_TASK_TYPES = {"AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC", "MIX_AIV", "DSA_SQE", "FFTS_PLUS", "AIV_SQE", "AIC_SQE"}
 COPY_TASK_TYPES = re.compile(r"DMA|MEMCPY|SDMA", re.IGNORECASE)
+# Device tasks that HCCL issues for a collective (reductions, notifies are SYNC).
+COMM_TASK_TYPES = re.compile(r"REDUCE|HCCL|COMMUNICATION", re.IGNORECASE)
+# Synchronisation and bookkeeping tasks of the task scheduler: not compute, not copies.
+SYNC_TASK_TYPES = re.compile(r"NOTIFY|WRITE.?VALUE|EVENT|PLACE.?HOLDER|WAIT|RECORD|BARRIER|PROFILING", re.IGNORECASE)
+
+
+def task_kind(task_type: str, in_kernel_list: bool, has_kernel_list: bool) -> str:
+    """Kind of an Ascend device task from its task type: a task in the vendor's compute-op list
+    (kernel_details / COMPUTE_TASK_INFO) is a kernel; else copies, synchronisation and HCCL's
+    own tasks by name; anything else is compute unless the vendor's list exists and leaves it out."""
+    if in_kernel_list:
+        return "kernel"
+    if COPY_TASK_TYPES.search(task_type):
+        return "memcpy"
+    if SYNC_TASK_TYPES.search(task_type):
+        return "sync"
+    if COMM_TASK_TYPES.search(task_type):
+        return "comm_task"
+    return "other" if has_kernel_list or not task_type else "kernel"
 
 
 def is_rank_dir(path: Path) -> bool:
@@ -177,14 +195,7 @@ class AscendConverter(ChromeConverter):
         stream = _int(a.physic_stream) if a.physic_stream is not None else _int(ev.tid)
         task_type = _text(a.ascend_task_type) or ""
         row = _lookup(self.kernels, (stream, _int(a.task_id)), us_text_to_ns(ev.ts) or 0)
-        if row is not None:
-            kind = "kernel"
-        elif self.kernels and task_type in COMPUTE_TASK_TYPES:
-            kind = "other"  # not a compute op by the vendor's own kernel list
-        elif task_type in COMPUTE_TASK_TYPES:
-            kind = "kernel"
-        else:
-            kind = "memcpy" if COPY_TASK_TYPES.search(task_type) else "sync"
+        kind = task_kind(task_type, row is not None, bool(self.kernels))
         return Described(
             kind, device, stream=stream, correlation=_int(a.connection_id),
             op_type=row["Type"] if row else None, task_type=(row["Core"] if row else None) or task_type or None,

@@ -1,0 +1,278 @@
+"""CANN msprof legacy PROF_* directories, and lone Ascend Chrome traces, → canonical records.
+
+Owns two kinds of unit (ascend_formats.md §1.1, §2.5, §2.7, §2.10):
+
+* `msprof`: one legacy device directory `PROF_*/device_<id>/` (CANN ≤ 7.0) holding
+  `info.json.<id>` (rank_id, device metadata), `start_info.<id>` / `end_info.<id>` (clock anchors)
+  and `timeline/{msprof,step_trace,task_time,hccl}_<dev>_<model>_<iter>.json` (Chrome trace
+  arrays, one set per model and iteration). `msprof_*` files hold every lane (Ascend Hardware
+  tasks, CANN API calls, HCCL, the Step Trace thread of the current iteration); `task_time_*` and
+  `hccl_*` repeat its Ascend Hardware and HCCL lanes, `step_trace_*` holds the `Iteration N`
+  records of all iterations. So `msprof_*` files are read first and the other files only add
+  events not already read (same phase, name, thread and start): nothing is counted twice.
+  Timestamps are host CLOCK_MONOTONIC_RAW µs; the source's clock offset is
+  `collectionTimeBegin(µs)·1000 − clockMonotonicRaw(ns)` from start_info, applied by the store
+  (`SourceFile.offset_ns`). Lanes map through `AscendConverter` (process_name metadata), with the
+  legacy differences: the process label is `NPU` without a number (the device id comes from the
+  directory), the HCCL lane's `Communication Kernel` thread holds the collective ops and `Plane k`
+  threads their tasks, kernels carry no OP Type (it is read from the MindSpore node name
+  `…/Cast-op239` → `Cast`). `Iteration N` records become kind `step` with step N on the device;
+  the other Step Trace records (FP_BP Time, Iteration Refresh, Reduce) are `device_range`. Host
+  records of a per-iteration file (CANN `GE@Infer`, which starts before the device's iteration)
+  take the iteration the file is sliced for — the source's own attribution.
+* `ascend_trace`: a lone Ascend Chrome trace file (`trace_view.json`, `msprof_*.json`) passed
+  directly, converted by `AscendConverter` (with its sibling kernel_details.csv when present).
+  A lone legacy timeline (monotonic clock) is refused: only its PROF_* directory anchors it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from prof_engine.errors import InputError
+from prof_engine.importers import ascend
+from prof_engine.importers.chrome import Args, Described, Sink, _int, _text
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.units import us_text_to_ns
+from prof_engine.store import SourceFile
+
+DEVICE_DIR = re.compile(r"device_(\d+)")
+TIMELINE = re.compile(r"(msprof|step_trace|task_time|hccl)_(\d+)_(\d+)_(\d+)\.json")
+FILE_ORDER = {"msprof": 0, "step_trace": 1, "task_time": 2, "hccl": 3}  # msprof_* first: the others only add
+STEP_TRACE_CATEGORIES = {"Iteration Time", "FP_BP Time", "Iteration Refresh", "Reduce", "Data_aug Bound"}
+DEVICE_LANES = {"Ascend Hardware", "HCCL", "Communication", "Step Trace", "Overlap Analysis"}
+NODE_TYPE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)-op\d+(?:_\d+)?$")  # MindSpore node `…/Scope/Cast-op239`
+EPOCH_MIN_NS = 10**18  # 2001-09-09: an earlier timestamp is not epoch time (a monotonic clock)
+_ASCEND_HEAD = re.compile(rb'"Ascend Hardware"|"labels"\s*:\s*"NPU')
+_ASCEND_NAME = re.compile(r"trace_view\.json|msprof_.*\.json")
+
+
+class _Extra(msgspec.Struct, gc=False):
+    """Legacy args keys that `chrome.Args` does not read."""
+
+    task_type: Any = msgspec.field(default=None, name="task type")
+    iteration: Any = msgspec.field(default=None, name="Iteration ID")
+
+
+_EXTRA = msgspec.json.Decoder(_Extra)
+
+
+# -- detection ---------------------------------------------------------------------------------
+def is_device_dir(path: Path) -> bool:
+    """A legacy `device_<id>/` directory with timeline/msprof_*.json files."""
+    return bool(DEVICE_DIR.fullmatch(path.name)) and bool(_timeline_files(path))
+
+
+def device_dirs(path: Path) -> list[Path]:
+    """The legacy device directories at or under a PROF_* directory (or a directory of them).
+
+    Raises a one-line InputError when there is none (a modern or raw-only PROF_* layout)."""
+    if is_device_dir(path):
+        return [path]
+    found = sorted((d for d in path.rglob("device_*") if d.is_dir() and is_device_dir(d)), key=str)
+    if not found:
+        raise InputError(
+            f"{path}: a CANN msprof PROF_* directory without legacy per-device timelines "
+            "(device_N/timeline/msprof_*.json); prof-engine imports those, torch_npu/MindSpore "
+            "ASCEND_PROFILER_OUTPUT directories and Chrome/Kineto traces, not msprof's "
+            "mindstudio_profiler_output/ or .db exports")
+    return found
+
+
+def looks_ascend(path: Path, head: bytes) -> bool:
+    """A Chrome-trace array from Ascend tools: by name (trace_view.json, msprof_*.json) or by its
+    first bytes naming an Ascend lane (`Ascend Hardware`, an `NPU` process label)."""
+    return bool(_ASCEND_NAME.fullmatch(path.name) or _ASCEND_HEAD.search(head))
+
+
+def _timeline_files(device_dir: Path) -> list[Path]:
+    files = [p for p in (device_dir / "timeline").glob("*.json") if TIMELINE.fullmatch(p.name)]
+    if not any(p.name.startswith("msprof_") for p in files):
+        return []
+    return sorted(files, key=lambda p: (FILE_ORDER[TIMELINE.fullmatch(p.name).group(1)],
+                                        *map(int, TIMELINE.fullmatch(p.name).groups()[1:])))
+
+
+# -- conversion --------------------------------------------------------------------------------
+class LegacyConverter(ascend.AscendConverter):
+    """AscendConverter for one legacy device: fixed device name, per-file lane metadata, steps."""
+
+    def __init__(self, file_index: int, sink: Sink, device_id: int) -> None:
+        super().__init__(file_index, sink, [], {})
+        self.device = f"npu{device_id}"
+        self.file_iteration: int | None = None
+        self._step: int | None = None
+
+    def use_file(self, meta: list[Event], iteration: int | None) -> None:
+        """Lane names of the next file (pids are per file: the same pid may name other lanes)."""
+        self.process, self.label, self.thread = {}, {}, {}
+        for ev in meta:
+            args = json.loads(bytes(ev.args)) if bytes(ev.args) else {}
+            pid = _text(ev.pid) or ""
+            if ev.name == "process_name":
+                self.process[pid] = str(args.get("name", ""))
+            elif ev.name == "process_labels":
+                self.label[pid] = str(args.get("labels", ""))
+            elif ev.name == "thread_name":
+                self.thread[(pid, _text(ev.tid) or "")] = str(args.get("name", ""))
+        self.file_iteration = iteration
+
+    def point_device(self, ev: Event) -> str:
+        pid = _text(ev.pid) or ""
+        if self.process.get(pid) in DEVICE_LANES or self.label.get(pid, "").startswith("NPU"):
+            return self.device
+        return "host"
+
+    def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
+        pid = _text(ev.pid) or ""
+        lane, thread = self.process.get(pid, ""), self.thread.get((pid, _text(ev.tid) or ""), "")
+        if cat in STEP_TRACE_CATEGORIES or lane == "Step Trace":
+            if cat != "Iteration Time":
+                return Described("device_range", self.device)
+            extra = _EXTRA.decode(bytes(ev.args)) if bytes(ev.args) else _Extra()
+            self._step = _int(extra.iteration) if extra.iteration is not None else _int(name.rpartition(" ")[2])
+            return Described("step", self.device)
+        if lane in ("HCCL", "Communication") and thread == "Communication Kernel":
+            return Described("comm", self.device, op_type=_node_type(name), task_type="HCCL")
+        if lane in ("HCCL", "Communication"):
+            extra = _EXTRA.decode(bytes(ev.args)) if bytes(ev.args) else _Extra()
+            return Described("comm_task", self.device, task_type=_text(extra.task_type))
+        d = super().describe(ev, a, name, cat)
+        if d is not None and d.kind == "kernel" and d.op_type is None:
+            d = d._replace(op_type=_node_type(name))
+        return d
+
+    def after_slice(self, a: Args, d: Described) -> None:
+        steps = self.tables["slices"].cols["step"]
+        if d.kind == "step":
+            steps[-1] = self._step
+        elif d.device == "host" and self.file_iteration is not None:
+            steps[-1] = self.file_iteration  # the iteration msprof sliced this host record into
+        if d.kind == "comm":
+            self._comm_row(d.device, d.op_type, None, None, None, None)
+        else:
+            super().after_slice(a, d)
+
+
+def _node_type(name: str) -> str | None:
+    m = NODE_TYPE.search(name.rpartition("/")[2])
+    return m.group(1) if m else None
+
+
+def _event_key(ev: Event) -> tuple:
+    return ev.ph, _text(ev.name), _text(ev.tid), bytes(ev.ts)
+
+
+def _feed_file(conv: LegacyConverter, path: Path, seen: set[tuple], primary: bool,
+               progress: Callable[[int], None]) -> None:
+    """Feed one timeline file; events of secondary files already read from another file are dropped."""
+    m = TIMELINE.fullmatch(path.name)
+    conv.use_file(ascend._metadata(path), int(m.group(4)) if primary else None)
+    reader = ChromeTraceReader(path)
+    last = 0
+    for events in reader.chunks():
+        if primary:
+            seen.update(_event_key(ev) for ev in events if ev.ph != "M")
+        else:
+            events = [ev for ev in events if ev.ph == "M" or _event_key(ev) not in seen]
+            seen.update(_event_key(ev) for ev in events if ev.ph != "M")
+        conv.feed(events)
+        progress(reader.bytes_read - last)
+        last = reader.bytes_read
+
+
+def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
+    """Stream one legacy device directory into `sink`; return what the manifest keeps about it."""
+    device_id = int(DEVICE_DIR.fullmatch(device_dir.name).group(1))
+    info = _read_json(device_dir / f"info.json.{device_id}", required=False)
+    start = _read_json(device_dir / f"start_info.{device_id}", required=True)
+    end = _read_json(device_dir / f"end_info.{device_id}", required=False)
+    offset = _clock_offset(device_dir, start)
+    conv = LegacyConverter(index, sink, device_id)
+    seen: set[tuple] = set()
+    files = _timeline_files(device_dir)
+    for path in files:
+        _feed_file(conv, path, seen, path.name.startswith("msprof_"), progress)
+    conv.finish()
+    rank = info.get("rank_id")
+    return SourceFile(
+        path=str(device_dir), format="msprof", rank=rank if isinstance(rank, int) and rank >= 0 else device_id,
+        index=index, offset_ns=offset, bytes=sum(p.stat().st_size for p in files),
+        events=sum(conv.counts.values()), host=info.get("hostname"), devices=[_device_info(device_id, info)],
+        lanes=list(conv.lanes.values()),
+        info={"rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
+              "timeline_files": [p.name for p in files]},
+    )
+
+
+def _read_json(path: Path, required: bool) -> dict[str, Any]:
+    if not path.is_file():
+        if required:
+            raise InputError(f"{path.parent}: no {path.name}: the legacy msprof timeline is on the host's "
+                             "CLOCK_MONOTONIC_RAW and cannot be placed in time without this clock anchor")
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(f"{path}: not valid JSON (msprof collection metadata)") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a JSON object (msprof collection metadata)")
+    return data
+
+
+def _clock_offset(device_dir: Path, start: dict[str, Any]) -> int:
+    """ns to add to the monotonic-clock timeline: collectionTimeBegin(µs)·1000 − clockMonotonicRaw(ns)."""
+    try:
+        return int(str(start["collectionTimeBegin"])) * 1000 - int(str(start["clockMonotonicRaw"]))
+    except (KeyError, ValueError):
+        raise InputError(f"{device_dir}: start_info has no integer collectionTimeBegin / clockMonotonicRaw "
+                         f"(keys: {', '.join(start)})") from None
+
+
+def _device_info(device_id: int, info: dict[str, Any]) -> dict[str, Any]:
+    dev = next((d for d in info.get("DeviceInfo") or [] if isinstance(d, dict) and d.get("id") == device_id), None)
+    dev = dev or next((d for d in info.get("DeviceInfo") or [] if isinstance(d, dict)), {})
+    keep = ("ai_core_num", "aiv_num", "ai_cpu_core_num", "hwts_frequency", "aic_frequency", "aiv_frequency")
+    return {"id": device_id, "name": f"npu{device_id}", **{k: dev[k] for k in keep if k in dev}}
+
+
+# -- a lone Ascend Chrome trace -----------------------------------------------------------------
+def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
+    """Stream a lone Ascend Chrome trace (trace_view.json, msprof_*.json) through AscendConverter."""
+    kernel_csv = path.parent / "kernel_details.csv"
+    rows = ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS) if kernel_csv.is_file() else []
+    conv = ascend.AscendConverter(index, sink, ascend._metadata(path), ascend._kernel_index(rows))
+    reader = ChromeTraceReader(path)
+    last, checked = 0, False
+    for events in reader.chunks():
+        if not checked:
+            checked = _check_epoch(path, events)
+        conv.feed(events)
+        progress(reader.bytes_read - last)
+        last = reader.bytes_read
+    conv.finish()
+    rank = ascend.rank_of(path.parent.parent) if path.parent.name == ascend.OUTPUT_DIR else None
+    return SourceFile(path=str(path), format="ascend_trace", rank=rank if rank is not None else index, index=index,
+                      bytes=path.stat().st_size, events=sum(conv.counts.values()), lanes=list(conv.lanes.values()),
+                      info={"kernel_details": str(kernel_csv)} if rows else {})
+
+
+def _check_epoch(path: Path, events: list[Event]) -> bool:
+    """Refuse a timeline whose first timestamp is not epoch time; True once a timestamp was seen."""
+    for ev in events:
+        ts = us_text_to_ns(ev.ts) if ev.ph != "M" else None
+        if ts is None:
+            continue
+        if ts < EPOCH_MIN_NS:
+            raise InputError(
+                f"{path}: timestamps are not epoch time ({bytes(ev.ts).decode(errors='replace')} µs: a legacy "
+                "msprof timeline on the host's monotonic clock); import its PROF_* directory, whose "
+                "start_info.N places it in time")
+        return True
+    return False
