@@ -256,13 +256,8 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     info = _rank_info(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
-        reader = ChromeTraceReader(trace)
-        last = 0
-        for events in reader.chunks():
+        for events in ChromeTraceReader(trace, progress=progress).chunks():
             conv.feed(events)
-            if progress:
-                progress(reader.bytes_read - last)
-                last = reader.bytes_read
         convert_memory(out, conv)
         conv.finish()
         return conv, info

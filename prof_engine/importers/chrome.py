@@ -347,14 +347,10 @@ class ChromeConverter:
 
 def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None):
     """Stream one Chrome trace file into `sink`; return (header keys, lanes, event counts by phase)."""
-    reader = ChromeTraceReader(path)
+    reader = ChromeTraceReader(path, progress=progress)
     conv = ChromeConverter(file_index, sink)
-    last = 0
     for events in reader.chunks():
         conv.feed(events)
-        if progress:
-            progress(reader.bytes_read - last)
-            last = reader.bytes_read
     # B events never closed: the trace was cut while they were open; they are dropped, not guessed.
     conv.finish()
     return reader, conv

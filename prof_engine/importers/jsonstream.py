@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -68,9 +68,10 @@ class ChromeTraceReader:
     `header` is complete only once `chunks()` is exhausted (keys may follow the event array).
     """
 
-    def __init__(self, path: Path, chunk_bytes: int = 8 << 20) -> None:
+    def __init__(self, path: Path, chunk_bytes: int = 8 << 20, progress: Callable[[int], None] | None = None) -> None:
         self.path = path
         self.chunk_bytes = chunk_bytes
+        self.progress = progress  # called with the number of (uncompressed) bytes of each chunk read
         self.header: dict[str, Any] = {}
         self.form = ""  # "object" or "array"
         self.bytes_read = 0
@@ -92,6 +93,8 @@ class ChromeTraceReader:
     def _read(self, f: BinaryIO) -> bytes:
         data = f.read(self.chunk_bytes)
         self.bytes_read += len(data)
+        if self.progress and data:
+            self.progress(len(data))
         return data
 
     def _chunks(self, f: BinaryIO) -> Iterator[list[Event]]:
