@@ -38,6 +38,7 @@ import msgspec
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind
+from prof_engine.importers.ascend_db_memory import convert_db_memory
 from prof_engine.importers.chrome import BATCH_ROWS, ChromeConverter, Sink
 
 DB_NAME = re.compile(r"ascend_(pytorch|mindspore)_profiler(_\d+)?\.db")
@@ -160,6 +161,7 @@ class DbConverter(ChromeConverter):
     def convert(self, progress: Callable[[int], None] | None = None) -> None:
         for read in (self._pytorch_api, self._cann_api, self._tasks, self._comm_ops, self._comm_tasks):
             read()
+        convert_db_memory(self.db, self)  # MEMORY_RECORD, NPU_MEM (APP), NPU_MODULE_MEM, OP_MEMORY
         self.finish()
         if progress:
             progress(self.db.path.stat().st_size)
