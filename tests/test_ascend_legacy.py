@@ -22,7 +22,7 @@ from conftest import fixture_path, load_events
 PROF = ("ascend", "msprof_cann7_2device_timeline_legacy")
 COMPUTE = {"AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"}
 SUPPORTED = ("prof-engine imports Chrome/Kineto traces (*.json, *.json.gz), torch_npu/MindSpore "
-             "*_ascend_pt|*_ascend_ms directories and legacy msprof PROF_* directories")
+             "*_ascend_pt|*_ascend_ms directories (text or .db) and msprof PROF_* directories")
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -232,10 +232,10 @@ def test_prof_dir_without_legacy_timelines(tmp_path):
     (prof / "device_0" / "info.json.0").write_text("{}")
     (tmp_path / "out").mkdir()
     assert_one_line(cli(tmp_path / "out", "import", prof, "-o", "run"),
-                    f"{prof}: a CANN msprof PROF_* directory without legacy per-device timelines "
-                    "(device_N/timeline/msprof_*.json); prof-engine imports those, torch_npu/MindSpore "
-                    "ASCEND_PROFILER_OUTPUT directories and Chrome/Kineto traces, not msprof's "
-                    "mindstudio_profiler_output/ or .db exports", tmp_path / "out")
+                    f"{prof}: a CANN msprof PROF_* directory with neither per-device timelines "
+                    "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
+                    "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not "
+                    "read yet)", tmp_path / "out")
 
 
 def test_device_dir_without_start_info(tmp_path):

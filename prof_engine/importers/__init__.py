@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import InputError, ProfEngineError
-from prof_engine.importers import ascend, mindspore_legacy, msprof, unsupported
+from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
@@ -43,10 +43,11 @@ def detect(path: Path) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """One unit of import: a Chrome trace file, or an Ascend rank directory."""
+    """One unit of import: a trace file, an Ascend rank directory, a msprof PROF_* or device directory."""
 
     path: Path
-    format: str  # chrome, ascend, ascend_trace (a lone Ascend trace), msprof (legacy device dir), mindspore_legacy
+    format: str  # chrome, ascend, ascend_trace (a lone Ascend trace), msprof (legacy device dir), mindspore_legacy,
+    # msprof_output (a PROF_* dir with mindstudio_profiler_output/)
 
 
 def _skipped(rel: Path) -> bool:
@@ -55,7 +56,9 @@ def _skipped(rel: Path) -> bool:
 
 
 def _msprof_dir(path: Path) -> bool:
-    return path.name.startswith("PROF_") or any(p.is_dir() for p in path.glob("PROF_*")) or (path / "mindstudio_profiler_output").is_dir()
+    """A CANN msprof PROF_* directory, a directory of them, or its mindstudio_profiler_output/."""
+    return (path.name.startswith("PROF_") or any(p.is_dir() for p in path.glob("PROF_*"))
+            or (path / msprof_output.OUTPUT_DIR).is_dir() or path.name == msprof_output.OUTPUT_DIR)
 
 
 def expand_sources(sources: Sequence[Path]) -> list[Source]:
@@ -73,7 +76,7 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
             found.extend(Source(d, "ascend") for d in rank_dirs)
             continue
         if _msprof_dir(src) or msprof.is_device_dir(src):
-            found.extend(Source(d, "msprof") for d in msprof.device_dirs(src))  # one unit per legacy device_N/
+            found.extend(Source(d, f) for d, f in msprof_output.units(src))  # PROF_* with output, or legacy device_N/
             continue
         if mindspore_legacy.is_legacy_dir(src):
             found.append(Source(src, "mindspore_legacy"))
@@ -178,8 +181,9 @@ def _size(path: Path) -> int:
 
 
 def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
-    if unit.format in ("msprof", "ascend_trace", "mindspore_legacy"):
+    if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy"):
         convert = {"msprof": msprof.convert_device_dir, "ascend_trace": msprof.convert_trace,
+                   "msprof_output": msprof_output.convert,
                    "mindspore_legacy": mindspore_legacy.convert}[unit.format]
         return convert(unit.path, index, sink, step)
     if unit.format == "ascend":

@@ -113,6 +113,8 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
             row = {}
             for key, i in index.items():
                 v = line[i].strip().strip("\t").strip() if i < len(line) else ""
+                if len(v) > 1 and v[0] == v[-1] == '"':
+                    v = v[1:-1]  # msprof quoted shapes itself before torch_npu's csv writer quoted again
                 row[key] = None if v in NULLS else v
             rows.append(row)
     missing = [k for k in required if k not in index]

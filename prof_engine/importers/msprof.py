@@ -78,10 +78,9 @@ def device_dirs(path: Path) -> list[Path]:
     found = sorted((d for d in path.rglob("device_*") if d.is_dir() and is_device_dir(d)), key=str)
     if not found:
         raise InputError(
-            f"{path}: a CANN msprof PROF_* directory without legacy per-device timelines "
-            "(device_N/timeline/msprof_*.json); prof-engine imports those, torch_npu/MindSpore "
-            "ASCEND_PROFILER_OUTPUT directories and Chrome/Kineto traces, not msprof's "
-            "mindstudio_profiler_output/ or .db exports")
+            f"{path}: a CANN msprof PROF_* directory with neither per-device timelines "
+            "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
+            "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not read yet)")
     return found
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from prof_engine.importers.jsonstream import open_bytes
 
 SUPPORTED = ("prof-engine imports Chrome/Kineto traces (*.json, *.json.gz), torch_npu/MindSpore "
-             "*_ascend_pt|*_ascend_ms directories and legacy msprof PROF_* directories")
+             "*_ascend_pt|*_ascend_ms directories (text or .db) and msprof PROF_* directories")
 METADATA = re.compile(r"(info\.json|sample\.json|start_info|end_info|host_start\.log|dev_start\.log)(\.\d+)?")
 DOCS = re.compile(r".*\.(md|txt|done)")
 ANALYZE = re.compile(r"cluster_analysis_output|cluster_step_trace_time\.csv|cluster_communication(_matrix)?\.json")
