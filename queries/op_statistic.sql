@@ -4,7 +4,7 @@
 --   reports) by op type — the source's (Ascend OP Type) or the framework op that launched them;
 --   host rows (device `host`) count CPU ops by their self time, so nested ops never count twice.
 -- matches: msprof op_statistic_*.csv; torch_npu op_statistic.csv.
--- requires: _tasks, slices, _units
+-- requires: _op_calls, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for CPU ops
 -- column `OP Type` VARCHAR: op type (framework op for device tasks, op name for CPU ops)
@@ -15,14 +15,10 @@
 -- column `Avg Time(us)` DOUBLE: mean, µs
 -- column `Max Time(us)` DOUBLE: longest, µs
 -- column `Ratio(%)` DOUBLE: share of the device's total; sums to 100 per rank and device
-WITH ops AS (
-    SELECT rank, device, op_type, task_type AS core_type, dur FROM _tasks WHERE kind = 'kernel'
-    UNION ALL
-    SELECT rank, device, name, 'CPU', self_dur FROM slices WHERE kind = 'host_op'
-), agg AS (
+WITH agg AS (
     SELECT rank, device, op_type, core_type, count(*) AS n, sum(dur) AS total, min(dur) AS lo,
            avg(dur) AS mean, max(dur) AS hi
-    FROM ops GROUP BY ALL
+    FROM _op_calls GROUP BY rank, device, op_type, core_type
 )
 SELECT rank AS "Rank", device AS "Device", op_type AS "OP Type", core_type AS "Core Type", n AS "Count",
        us(total) AS "Total Time(us)", us(lo) AS "Min Time(us)", us(mean) AS "Avg Time(us)", us(hi) AS "Max Time(us)",

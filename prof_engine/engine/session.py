@@ -64,9 +64,7 @@ class Run:
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
         self.con = duckdb.connect(config={"preserve_insertion_order": True})
-        self._register_tables()
-        for view in definitions().values():
-            self._create(view)
+        attach(self.con, self.path, self.manifest, self.steps)
 
     def __enter__(self) -> Run:
         return self
@@ -76,31 +74,6 @@ class Run:
 
     def close(self) -> None:
         self.con.close()
-
-    def _register_tables(self) -> None:
-        rows = self.manifest.get("tables", {})
-        self.con.register("_run_ranks", run_ranks(self.manifest))
-        self.con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
-        for name, table in schema.stored_tables().items():
-            cols = ", ".join(f'"{c}"' for c in table.column_names)
-            where = f" WHERE step IN ({', '.join(map(str, self.steps))})" if self.steps else ""
-            if rows.get(name) and (self.path / name).is_dir():
-                glob = _quote(str(self.path / name / "**" / "*.parquet"))
-                src = (f"read_parquet({glob}, hive_partitioning = true, union_by_name = true, "
-                       "hive_types = {'device': VARCHAR, 'step': BIGINT})")
-            else:
-                self.con.register(f"_empty_{name}", table.arrow_schema.empty_table())
-                src = f"_empty_{name}"
-            self.con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
-            self.con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
-
-    def _create(self, view: ViewDef) -> None:
-        try:
-            self.con.execute(view.statements())
-        except duckdb.Error as e:
-            raise QueryError(f"queries/{view.path.name}: {e}") from None
-        if view.public:
-            self.con.execute(f'COMMENT ON VIEW "{view.name}" IS {_quote(view.answers)}')
 
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
@@ -163,6 +136,53 @@ class Run:
     def views() -> list[ViewDef]:
         """The public views with their documentation."""
         return public_views()
+
+
+def _arrow_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """Copy a small Arrow table into the current schema (a registration would be connection-wide)."""
+    con.register("_arrow_input", table)
+    try:
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _arrow_input')
+    finally:
+        con.unregister("_arrow_input")
+
+
+def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> None:
+    rows = manifest.get("tables", {})
+    _arrow_table(con, "_run_ranks", run_ranks(manifest))
+    con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
+    for name, table in schema.stored_tables().items():
+        cols = ", ".join(f'"{c}"' for c in table.column_names)
+        where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
+        if rows.get(name) and (path / name).is_dir():
+            glob = _quote(str(path / name / "**" / "*.parquet"))
+            src = (f"read_parquet({glob}, hive_partitioning = true, union_by_name = true, "
+                   "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+        else:
+            _arrow_table(con, f"_empty_{name}", table.arrow_schema.empty_table())
+            src = f"_empty_{name}"
+        con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
+        con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
+
+
+def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
+    try:
+        con.execute(view.statements())
+    except duckdb.Error as e:
+        raise QueryError(f"queries/{view.path.name}: {e}") from None
+    if view.public:
+        con.execute(f'COMMENT ON VIEW "{view.name}" IS {_quote(view.answers)}')
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None) -> None:
+    """Create a run's tables and the views of `queries/` in the current schema of `con`.
+
+    Views and macros bind names in their own schema, so several runs can sit side by side in one
+    session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
+    """
+    _register_tables(con, path, manifest, steps)
+    for view in definitions().values():
+        _create(con, view)
 
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None) -> Run:
