@@ -22,7 +22,7 @@ from prof_engine.importers.jsonstream import ChromeTraceReader, Event
 from prof_engine.importers.units import us_text_to_ns
 
 Sink = Callable[[str, pa.RecordBatch], None]
-BATCH_ROWS = 200_000
+BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
 
 
 class Args(msgspec.Struct, gc=False):

@@ -16,6 +16,8 @@ import msgspec
 def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
     """µs as JSON number or string text (`12.345`, `"12.345\\t"`, `1e3`) → int ns; None if empty."""
     text = text.encode() if isinstance(text, str) else bytes(text)
+    if len(text) > 4 and text[-4] == 46 and text[:-4].isdigit() and text[-3:].isdigit():
+        return int(text[:-4] + text[-3:])  # fast path: a plain number with exactly 3 decimals (46 = ".")
     s = text.strip().strip(b'"').replace(b"\\t", b"").strip()
     if not s or s in (b"null", b"N/A"):
         return None
