@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 

@@ -154,6 +154,10 @@ class AscendConverter(ChromeConverter):
         super().__init__(file_index, sink)
         self.kernels = kernels
         self.device_index = device_index  # for lanes labelled "NPU" without an index
+        self.set_lanes(meta)
+
+    def set_lanes(self, meta: list[Event]) -> None:
+        """Lane names from the metadata events: process names and labels by pid, thread names."""
         self.process: dict[str, str] = {}
         self.label: dict[str, str] = {}
         self.thread: dict[tuple[str, str], str] = {}

@@ -110,16 +110,7 @@ class LegacyConverter(ascend.AscendConverter):
 
     def use_file(self, meta: list[Event], iteration: int | None) -> None:
         """Lane names of the next file (pids are per file: the same pid may name other lanes)."""
-        self.process, self.label, self.thread = {}, {}, {}
-        for ev in meta:
-            args = json.loads(bytes(ev.args)) if bytes(ev.args) else {}
-            pid = _text(ev.pid) or ""
-            if ev.name == "process_name":
-                self.process[pid] = str(args.get("name", ""))
-            elif ev.name == "process_labels":
-                self.label[pid] = str(args.get("labels", ""))
-            elif ev.name == "thread_name":
-                self.thread[(pid, _text(ev.tid) or "")] = str(args.get("name", ""))
+        self.set_lanes(meta)
         self.file_iteration = iteration
 
     def point_device(self, ev: Event) -> str:
