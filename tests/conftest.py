@@ -43,3 +43,14 @@ def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
 def x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int | str = 1, tid: int | str = 1, **args: Any) -> dict:
     """A complete ('X') event, times in µs."""
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+@pytest.fixture(scope="session")
+def torch_npu_text_run(tmp_path_factory):
+    """(source, open run) of the torch_npu 2-rank text fixture, imported once for the session."""
+    import prof_engine
+
+    src = fixture_path("ascend", "torch_npu_2rank_level1_text")
+    run = prof_engine.open(prof_engine.import_trace([src], tmp_path_factory.mktemp("npu") / "run"))
+    yield src, run
+    run.close()

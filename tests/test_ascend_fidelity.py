@@ -27,11 +27,8 @@ FLOAT64_AT_EPOCH_US = 0.25  # float64 spacing near 1.7e15 (µs since the epoch)
 
 
 @pytest.fixture(scope="module")
-def npu(tmp_path_factory):
-    src = fixture_path("ascend", "torch_npu_2rank_level1_text")
-    run = prof_engine.open(prof_engine.import_trace([src], tmp_path_factory.mktemp("npu") / "run"))
-    yield src, run
-    run.close()
+def npu(torch_npu_text_run):
+    return torch_npu_text_run
 
 
 def _vendor(src, rank: int, name: str) -> list[dict[str, str]]:

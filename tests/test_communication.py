@@ -173,11 +173,8 @@ def test_nccl_kernels_have_elapse_only(tmp_path):
 # -- fidelity against torch_npu's communication.json / communication_matrix.json ----------------------
 
 @pytest.fixture(scope="module")
-def npu(tmp_path_factory):
-    src = fixture_path("ascend", "torch_npu_2rank_level1_text")
-    run = prof_engine.open(prof_engine.import_trace([src], tmp_path_factory.mktemp("npu") / "run"))
-    yield src, run
-    run.close()
+def npu(torch_npu_text_run):
+    return torch_npu_text_run
 
 
 def _vendor(src: Path, rank: int, name: str) -> dict:
