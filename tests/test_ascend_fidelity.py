@@ -20,8 +20,6 @@ import csv
 
 import pytest
 
-import prof_engine
-from conftest import fixture_path
 
 FLOAT64_AT_EPOCH_US = 0.25  # float64 spacing near 1.7e15 (µs since the epoch)
 
