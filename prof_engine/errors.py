@@ -22,3 +22,7 @@ class RunError(ProfEngineError):
 
 class QueryError(ProfEngineError):
     """A view or SQL query cannot be answered (unknown name, SQL error)."""
+
+
+class ThresholdError(ProfEngineError):
+    """A comparison threshold (`--fail-if`) is not in the documented grammar or names nothing compared."""

@@ -22,3 +22,11 @@ CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
 -- Name of a host API call as api_statistic reports it: CANN writes `<layer>@<api>`
 -- (`AscendCL@aclrtMemcpyAsync`, `Node@launch`, `Hccl@Launch_Ffts`), msprof reports `<api>`.
 CREATE OR REPLACE MACRO api_name(name) AS regexp_replace(name, '^[^@]*@', '');
+
+-- Collective of a communication op in one word for every vendor, so runs from different sources
+-- meet: hcom_allReduce_, ncclKernel_AllReduce_RING_LL_Sum_float and nccl:all_reduce are all
+-- `allreduce`; NULL when the name says none. Longer words first (allreduce before reduce).
+CREATE OR REPLACE MACRO collective_kind(name) AS nullif(regexp_replace(regexp_extract(
+    replace(lower(name), '_', ''),
+    '(allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv|send|receive|recv|reduce|gather|scatter|barrier)'),
+    '^recv$', 'receive'), '');

@@ -149,6 +149,11 @@ def info(run: RunArg) -> None:
         render.table(r.info(), title=str(run))
 
 
+from prof_engine.cli.compare import compare as _compare  # noqa: E402 - a command of its own module
+
+app.command("compare")(_compare)
+
+
 def main() -> None:
     """Console entry point: user errors become one `Error:` line on stderr and exit code 1."""
     try:

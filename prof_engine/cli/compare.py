@@ -1,0 +1,115 @@
+"""`prof-engine compare`: runs beside a baseline, sorted by impact, with regression gates for CI.
+
+Exit codes: 0 when every `--fail-if` threshold passes, 3 when one fails (one `regression:` line on
+stderr), 2 for usage errors (a threshold outside the grammar, an unknown format or level), 1 for
+a problem with a run (missing, not a run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from prof_engine.engine.compare import LEVELS, Comparison
+from prof_engine.engine.compare.thresholds import Threshold, parse_threshold
+from prof_engine.errors import ThresholdError
+
+FORMATS = ("table", "csv", "json", "markdown")
+_STATUS_STYLE = {"slower": "red", "higher": "red", "added": "yellow", "removed": "yellow",
+                 "count changed": "yellow", "faster": "green", "lower": "green"}
+
+
+def _runs(runs: list[Path], baseline: Path | None) -> tuple[Path, list[Path]]:
+    """(baseline, others): the first run is the baseline unless --baseline names it; it is never its own candidate."""
+    if baseline is None:
+        if len(runs) < 2:
+            raise typer.BadParameter("give a baseline and at least one run: BASE RUN [RUN...]", param_hint="RUNS")
+        return runs[0], runs[1:]
+    others = [r for r in runs if r.resolve() != baseline.resolve()]
+    if not others:
+        raise typer.BadParameter("no run to compare with the baseline", param_hint="RUNS")
+    return baseline, others
+
+
+def _gates(texts: list[str]) -> list[Threshold]:
+    try:
+        return [parse_threshold(t) for t in texts]
+    except ThresholdError as e:
+        raise typer.BadParameter(str(e), param_hint="--fail-if") from None
+
+
+def _table(cmp: Comparison, top: int) -> None:
+    from rich.table import Table
+
+    from prof_engine.cli.render import out
+    from prof_engine.engine.compare.text import level_tables, verdict
+
+    out.print(f"[bold]Compared with {cmp.baseline}[/bold]: {', '.join(cmp.runs)}", highlight=False)
+    for t in level_tables(cmp, top):
+        table = Table(title=t.title, title_justify="left", title_style="bold", header_style="bold cyan")
+        for h in t.headers:
+            text = h in ("Item", "Where", "Detail", "Status")
+            table.add_column(h, justify="left" if text else "right", no_wrap=True,
+                             max_width=48 if text else None, overflow="ellipsis" if text else "fold")
+        for row in t.rows:
+            style = _STATUS_STYLE.get(row[-1]) if len(cmp.runs) == 1 else None
+            table.add_row(*row, style=style)
+        out.print(table)
+        if t.hidden:
+            out.print(f"[dim]… {t.hidden} more rows ({t.hidden_changed} changed); --top 0 shows all[/dim]")
+    out.print(verdict(cmp), highlight=False)
+    out.print(f"[dim]Method: {cmp.method}[/dim]", highlight=False)
+
+
+def _write(cmp: Comparison, fmt: str, top: int) -> None:
+    from prof_engine.cli import render
+    from prof_engine.engine.compare.text import verdict
+
+    if fmt == "table":
+        _table(cmp, top)
+    elif fmt == "markdown":
+        sys.stdout.write(cmp.markdown(top) + "\n")
+    elif fmt == "csv":
+        render.csv(cmp)
+        render.err.print(f"{verdict(cmp)}\nMethod: {cmp.method}", highlight=False)
+    else:
+        doc = {"baseline": cmp.baseline, "runs": cmp.runs, "method": cmp.method, "verdict": verdict(cmp),
+               "rows": cmp.arrow().to_pylist()}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+
+
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False)],
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with [item]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
+    level: Annotated[Optional[list[str]], typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")] = None,
+    top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
+    noise_floor: Annotated[float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")] = 2.0,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,
+) -> None:
+    """Compare runs with a baseline: step time and breakdown, op types, ops, APIs, communication, memory.
+
+    Example: [bold]prof-engine compare yesterday today --fail-if 'step_time > +5%'[/bold]
+    """
+    from prof_engine import compare as compare_runs
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
+    if bad := [lv for lv in level or [] if lv not in LEVELS]:
+        raise typer.BadParameter(f"unknown level {bad[0]!r}; use {', '.join(LEVELS)}", param_hint="--level")
+    gates = _gates(fail_if or [])
+    base, others = _runs(runs, baseline)
+    cmp = compare_runs(base, *others, levels=level or LEVELS, noise_floor=noise_floor / 100, confidence=confidence)
+    _write(cmp, fmt, top)
+    try:
+        reasons = cmp.check(gates)
+    except ThresholdError as e:
+        raise typer.BadParameter(str(e), param_hint="--fail-if") from None
+    if reasons:
+        print("; ".join(reasons), file=sys.stderr)
+        raise typer.Exit(3)

@@ -1,0 +1,237 @@
+"""Compare runs: a baseline and other runs side by side in one DuckDB session, judged with statistics.
+
+    cmp = prof_engine.compare("yesterday", "today")        # a Result: one row per level, item and run
+    cmp.changes().pl()                                       # only what changed, by impact
+    cmp.check(["step_time > +5%"])                           # [] or the reasons a CI gate fails
+
+The session: each run's tables and views are created in a schema of their own (`run_0` is the
+baseline, then `run_1`, ...) by the same code as `prof_engine.open` (`engine.session.attach`).
+DuckDB binds the names in a view or macro in the view's own schema, so every view's SQL stays as
+it is and reads only its own run. (A `run` column on every table would have meant rewriting every
+view to partition by run.) `queries/compare/_samples.sql`, created in each run's schema, says
+what is measured; its rows are gathered into `compare_samples` with a `run` column, and
+`queries/compare/_shift.sql` and `_report.sql` compute the statistics over it.
+
+The statistics rule (also in `Comparison.method`, printed with every comparison): samples are
+one per rank, device and step (memory: per rank and device); each side has a median and a spread
+(1.4826 × MAD). The change is the Hodges–Lehmann shift — the median of the differences candidate
+− baseline between samples of the same rank (ranks of a job do different work; runs that share no
+rank are pooled) — with a confidence interval (default 95 %) from the rank-stratified Mann–Whitney
+test. It counts only when the whole interval lies beyond the noise floor, max(noise_floor ×
+|baseline median|, 1 µs per step; 1 MB for memory), so a change inside run-to-run noise reads
+`no change`. With too few samples for an interval the estimate itself must pass the floor.
+The algorithm is spelled out in queries/compare/_shift.sql and _report.sql.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from prof_engine._resources import data_dir
+from prof_engine.engine.session import Result, Run, attach
+from prof_engine.engine.views import ViewDef, parse
+from prof_engine.errors import QueryError
+from prof_engine.store import read_manifest
+
+LEVELS = ("step", "op_type", "op", "api", "communication", "memory")
+RunLike = Path | str | Run
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a difference is judged: confidence of the interval, noise floor, sample cap."""
+
+    confidence: float = 0.95
+    noise_floor: float = 0.02  # share of the baseline median
+    min_us: float = 1.0        # smallest time change that counts, µs per step
+    min_mb: float = 1.0        # smallest memory change that counts, MB
+    max_samples: int = 200     # per side and item; more are thinned (the interval only widens)
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.confidence < 1:
+            raise QueryError(f"confidence {self.confidence} is out of range; use a value in [0.5, 1), e.g. 0.95")
+        if not 0 <= self.noise_floor < 10:
+            raise QueryError(f"noise floor {self.noise_floor} is out of range; use a share such as 0.02 (2 %)")
+
+    @property
+    def z(self) -> float:
+        return statistics.NormalDist().inv_cdf(1 - (1 - self.confidence) / 2)
+
+    def method(self) -> str:
+        """The rule, in one paragraph, as printed with every comparison."""
+        return (f"Hodges–Lehmann shift (median of the run − baseline differences between samples of the same "
+                f"rank) with a {self.confidence:.0%} confidence interval from the rank-stratified Mann–Whitney test, "
+                f"over one sample per rank, device and step (memory: per rank and device); a change counts only "
+                f"when its whole interval lies "
+                f"beyond the noise floor max({self.noise_floor:.0%} of the baseline median, {self.min_us:g} "
+                f"µs/step; {self.min_mb:g} MB for memory), or, with too few samples for an interval, when the "
+                f"shift itself does.")
+
+
+@cache
+def _sql(name: str) -> ViewDef:
+    return parse(data_dir("queries") / "compare" / f"{name}.sql")
+
+
+def _run_source(run: RunLike) -> tuple[Path, list[int] | None]:
+    if isinstance(run, Run):
+        return run.path, run.steps
+    return Path(run), None
+
+
+def _labels(paths: Sequence[Path]) -> list[str]:
+    """Run names for the output: directory names, or the paths as given where names repeat."""
+    names = [p.name or str(p) for p in paths]
+    names = [n if names.count(n) == 1 else str(p) for n, p in zip(names, paths)]
+    return [n if names.count(n) == 1 else f"{n} ({i})" for i, n in enumerate(names)]
+
+
+class Batch:
+    """Runs side by side in one DuckDB session: run `i` in schema `run_i` (0: the baseline).
+
+    `batch.sql("select * from run_1.step_trace")` queries any of them; `compare()` uses it.
+    """
+
+    def __init__(self, runs: Sequence[RunLike]) -> None:
+        sources = [_run_source(r) for r in runs]
+        manifests = [read_manifest(path) for path, _ in sources]  # every run is one before any is attached
+        self.labels = _labels([p for p, _ in sources])
+        self.con = duckdb.connect(config={"preserve_insertion_order": True})
+        try:
+            for i, ((path, steps), manifest) in enumerate(zip(sources, manifests)):
+                self.con.execute(f"CREATE SCHEMA run_{i}")
+                self.con.execute(f"SET schema = 'run_{i}'")
+                attach(self.con, path, manifest, steps)
+                self._execute(_sql("_samples"))
+            self.con.execute("SET schema = 'main'")
+        except BaseException:
+            self.con.close()
+            raise
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _execute(self, view: ViewDef) -> None:
+        try:
+            self.con.execute(view.statements())
+        except duckdb.Error as e:
+            raise QueryError(f"queries/compare/{view.path.name}: {e}") from None
+
+    def sql(self, query: str, params: Sequence[object] | None = None) -> Result:
+        """Run SQL over the runs' schemas (`run_0.step_trace`, ...); return the result."""
+        try:
+            return Result(self.con.sql(query, params=list(params) if params is not None else None).to_arrow_table())
+        except duckdb.Error as e:
+            raise QueryError(f"SQL error: {str(e).splitlines()[0]}") from None
+
+    def report(self, levels: Sequence[str], settings: Settings) -> pa.Table:
+        """The comparison of every run with run 0 (columns: queries/compare/_report.sql)."""
+        self.con.execute("CREATE OR REPLACE TABLE compare_runs (run INTEGER, label VARCHAR)")
+        self.con.executemany("INSERT INTO compare_runs VALUES (?, ?)", list(enumerate(self.labels)))
+        self._gather([lv for lv in LEVELS if lv in levels])
+        self._execute(_sql("_shift"))
+        self._execute(_sql("_report"))
+        s = settings
+        query = self.con.sql("SELECT * FROM compare_report(?, ?, ?, ?, ?)",
+                             params=[s.z, s.noise_floor, s.min_us, s.min_mb, s.max_samples])
+        return query.to_arrow_table()
+
+    def _gather(self, levels: list[str]) -> None:
+        """Each run's samples into `main.compare_samples`, its macros called in its own schema."""
+        try:
+            for i in range(len(self.labels)):
+                self.con.execute(f"SET schema = 'run_{i}'")
+                if i == 0:
+                    self.con.execute("CREATE OR REPLACE TABLE main.compare_samples AS "
+                                     "SELECT 0 AS run, * FROM _compare_step() WITH NO DATA")
+                for level in levels:  # names from LEVELS, never from input
+                    self.con.execute(f"INSERT INTO main.compare_samples SELECT {i}, * FROM _compare_{level}()")
+        except duckdb.Error as e:
+            raise QueryError(f"queries/compare/_samples.sql: {str(e).splitlines()[0]}") from None
+        finally:
+            self.con.execute("SET schema = 'main'")
+
+
+@dataclass
+class _Meta:
+    baseline: str
+    runs: list[str]
+    settings: Settings
+    levels: tuple[str, ...] = field(default=LEVELS)
+
+
+class Comparison(Result):
+    """The comparison of runs with a baseline: a `Result` (`.pl()`, `.arrow()`, `.df()`) with one row per
+    level, item and run (columns documented in queries/compare/_report.sql), plus what it was made of."""
+
+    def __init__(self, table: pa.Table, meta: _Meta) -> None:
+        super().__init__(table)
+        self.baseline = meta.baseline
+        self.runs = meta.runs
+        self.settings = meta.settings
+        self.levels = meta.levels
+
+    @property
+    def method(self) -> str:
+        """Which test and which rule decided each status."""
+        return self.settings.method()
+
+    def changes(self) -> Result:
+        """Only the rows whose status is not `no change`, in the same order (by level, then impact)."""
+        import pyarrow.compute as pc
+
+        return Result(self.arrow().filter(pc.not_equal(self.arrow()["Status"], "no change")))
+
+    def wide(self) -> Result:
+        """One row per item, a column group per run (`<run> Median`, `<run> Delta(%)`, `<run> Status`)."""
+        from prof_engine.engine.compare.text import wide
+
+        return Result(wide(self))
+
+    def check(self, thresholds: Sequence[str]) -> list[str]:
+        """The reasons the thresholds fail (grammar: `prof_engine.engine.compare.thresholds`); [] = pass."""
+        from prof_engine.engine.compare.thresholds import check
+
+        return check(self, thresholds)
+
+    def markdown(self, top: int = 10) -> str:
+        """The comparison as Markdown tables, one per level (top `top` rows by impact; 0: all)."""
+        from prof_engine.engine.compare.text import markdown
+
+        return markdown(self, top)
+
+    def __repr__(self) -> str:
+        changed = len(self.changes())
+        return f"<Comparison of {', '.join(self.runs)} with {self.baseline}: {len(self)} rows, {changed} changed>"
+
+
+def compare(baseline: RunLike, *candidates: RunLike, levels: Sequence[str] = LEVELS,
+            confidence: float = 0.95, noise_floor: float = 0.02) -> Comparison:
+    """Compare each candidate run with the baseline at every level (see the module docstring).
+
+    `levels`: any of step, op_type, op, api, communication, memory. `confidence`: of the intervals.
+    `noise_floor`: the share of the baseline median below which a change is `no change`.
+    """
+    if not candidates:
+        raise QueryError("compare needs a baseline and at least one other run")
+    unknown = [lv for lv in levels if lv not in LEVELS]
+    if unknown or not levels:
+        raise QueryError(f"unknown level {', '.join(unknown) or '(none)'}; levels: {', '.join(LEVELS)}")
+    settings = Settings(confidence=confidence, noise_floor=noise_floor)
+    with Batch([baseline, *candidates]) as batch:
+        table = batch.report(levels, settings)
+        meta = _Meta(batch.labels[0], batch.labels[1:], settings, tuple(levels))
+    return Comparison(table, meta)

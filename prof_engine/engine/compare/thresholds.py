@@ -1,0 +1,105 @@
+"""Regression gates over a comparison: `--fail-if 'step_time > +5%'`.
+
+Grammar (spaces optional):
+
+    threshold  := metric comparator amount
+    metric     := step_time                  the step time (step level, item `Step Time`)
+                | level                      any item of a level: step, op_type, op, api, communication, memory
+                | level '[' item ']'         one item by its exact name: step[Free], op_type[aten::mm],
+                                             api[cudaLaunchKernel], memory[allocator]
+    comparator := '>' | '<'                  '>' fails on a change above amount, '<' below it
+    amount     := ['+' | '-'] number unit
+    unit       := '%'                        Delta(%), relative to the baseline median
+                | 'us' | 'ms'                Delta in time per step (not for memory)
+                | 'MB'                       Delta of a memory peak (memory only)
+
+A row fails a threshold when its change is significant (column `Significant`: the whole
+confidence interval lies beyond the noise floor, or the item was added or removed) and its Delta
+passes the amount; a change inside the noise never fails a gate. Examples: `step_time > +5%`,
+`op_type > +50us`, `memory > +512MB`, `step[Free] > +10%`, `step_time < -50%`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prof_engine.errors import ThresholdError
+
+if TYPE_CHECKING:
+    from prof_engine.engine.compare import Comparison
+
+_PATTERN = re.compile(
+    r"^\s*(?P<metric>[a-z_]+)(?:\[(?P<item>[^\]]+)\])?\s*(?P<op>[<>])\s*"
+    r"(?P<amount>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>%|us|ms|MB)\s*$")
+LEVEL_NAMES = ("step", "op_type", "op", "api", "communication", "memory")
+GRAMMAR_HINT = "write METRIC > AMOUNT or METRIC < AMOUNT, e.g. 'step_time > +5%', 'op_type[aten::mm] > +20us', 'memory > +100MB'"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """One parsed gate: which rows (level, optional item), which way, how far, in which unit."""
+
+    text: str
+    level: str
+    item: str | None
+    above: bool
+    amount: float
+    unit: str
+
+    def value(self, row: dict[str, Any]) -> float | None:
+        """The row's Delta in this threshold's unit (None where it has none)."""
+        if self.unit == "%":
+            return row["Delta(%)"]
+        delta = row["Delta"]
+        return None if delta is None else delta / 1000 if self.unit == "ms" else delta
+
+    def fails(self, row: dict[str, Any]) -> bool:
+        if row["Level"] != self.level or (self.item is not None and row["Item"] != self.item):
+            return False
+        v = self.value(row)
+        return bool(row["Significant"]) and v is not None and (v > self.amount if self.above else v < self.amount)
+
+
+def parse_threshold(text: str) -> Threshold:
+    """Parse one threshold (grammar in the module docstring); ThresholdError with a one-line reason if not."""
+    m = _PATTERN.match(text)
+    if not m:
+        raise ThresholdError(f"threshold {text!r} is not understood; {GRAMMAR_HINT}")
+    metric, item, unit = m["metric"], m["item"], m["unit"]
+    if metric == "step_time" and item is None:
+        metric, item = "step", "Step Time"
+    if metric not in LEVEL_NAMES:
+        raise ThresholdError(f"threshold {text!r}: unknown metric {metric!r}; use step_time or a level: "
+                             f"{', '.join(LEVEL_NAMES)} (optionally with [item])")
+    if (unit == "MB") != (metric == "memory") and unit != "%":
+        raise ThresholdError(f"threshold {text!r}: {unit} does not measure {metric}; "
+                             f"use % or {'MB' if metric == 'memory' else 'us or ms'}")
+    return Threshold(text.strip(), metric, item.strip() if item else None, m["op"] == ">", float(m["amount"]), unit)
+
+
+def _describe(row: dict[str, Any], t: Threshold) -> str:
+    unit = "%" if t.unit == "%" else f" {t.unit}"
+    value = t.value(row)
+    what = row["Item"] + (f" [{row['Detail']}]" if row["Detail"] else "")
+    ci = "" if row["CI Low"] is None or t.unit == "%" else f", CI {row['CI Low']:+g} … {row['CI High']:+g} {row['Unit']}"
+    return f"{row['Level']} {what} {value:+.4g}{unit} ({row['Status']}{ci}) in {row['Run']}"
+
+
+def check(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[str]:
+    """One reason per failing threshold: 'regression: <threshold>: <row> (and N more rows)'; [] = pass.
+
+    A threshold naming an item that no run has raises ThresholdError (a typo must not pass a gate)."""
+    parsed = [t if isinstance(t, Threshold) else parse_threshold(t) for t in thresholds]
+    rows = cmp.arrow().to_pylist()
+    reasons = []
+    for t in parsed:
+        if t.item is not None and not any(r["Level"] == t.level and r["Item"] == t.item for r in rows):
+            raise ThresholdError(f"threshold {t.text!r}: no {t.level} item named {t.item!r} in this comparison")
+        failing = sorted((r for r in rows if t.fails(r)), key=lambda r: -abs(t.value(r) or 0))
+        if failing:
+            more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
+            reasons.append(f"regression: {t.text}: {_describe(failing[0], t)}{more}")
+    return reasons
