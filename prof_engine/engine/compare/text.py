@@ -151,8 +151,9 @@ def verdict(cmp: Comparison) -> str:
                 counts[r["Status"]] = counts.get(r["Status"], 0) + 1
         found = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         parts = [_headline(r) for r in steps[:1]]
+        n = sum(counts.values())
         other = " other" if steps else ""
-        parts.append(f"{sum(counts.values())}{other} changes: {found}" if counts else "no other significant change")
+        parts.append(f"{n}{other} change{'s' if n > 1 else ''}: {found}" if counts else "no other significant change")
         if not counts and all(r["Status"] == "no change" for r in steps):
             parts = ["no significant change"]
         lines.append(f"{run} vs {cmp.baseline}: " + "; ".join(parts))
