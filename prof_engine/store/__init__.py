@@ -3,5 +3,6 @@ dataset per canonical table (`<table>/device=<d>/step=<n>/part-*.parquet`)."""
 
 from prof_engine.store.manifest import MANIFEST, read_manifest
 from prof_engine.store.builder import RunBuilder, SourceFile, StagingSink
+from prof_engine.store.live import LiveRun
 
-__all__ = ["MANIFEST", "RunBuilder", "SourceFile", "StagingSink", "read_manifest"]
+__all__ = ["MANIFEST", "LiveRun", "RunBuilder", "SourceFile", "StagingSink", "read_manifest"]

@@ -58,6 +58,60 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
     return con
 
 
+def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> None:
+    """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
+    offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
+    views `final_<table>` hold the canonical records."""
+    con.register("_files_arrow", pa.table({
+        "file": pa.array([f[0] for f in files], pa.int32()),
+        "rank": pa.array([f[1] for f in files], pa.int32()),
+        "offset_ns": pa.array([f[2] for f in files], pa.int64()),
+    }))
+    con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
+    for name, table in schema.stored_tables().items():
+        staged = Path(staging) / name
+        if any(staged.glob("*.parquet")):
+            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
+        else:
+            con.register(f"_empty_{name}", table.arrow_schema.empty_table())
+            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT * FROM _empty_{name}")
+    con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
+
+
+def copy_tables(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
+    """Write each `final_<table>` view as a hive-partitioned dataset `target/<table>/`; rows per table."""
+    rows = {}
+    for name in schema.stored_tables():
+        copy = (
+            f"COPY (SELECT * FROM final_{name}) TO '{Path(target) / name}' (FORMAT parquet, COMPRESSION zstd, "
+            "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"
+        )
+        (Path(target) / name).mkdir(parents=True)
+        rows[name] = int(con.execute(copy).fetchone()[0])
+    return rows
+
+
+def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
+    """Devices, steps and time span of the slices written under `root`, for the manifest."""
+    if not any(Path(root).glob("slices/**/*.parquet")):
+        return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
+    src = (f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, "
+           "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+    devices = con.execute(
+        f"SELECT rank, device, count(*) FROM {src} GROUP BY ALL ORDER BY rank, device"
+    ).fetchall()
+    steps = con.execute(
+        f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    start, end = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchone()
+    return {
+        "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
+        "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
+        "start_ns": start,
+        "end_ns": end,
+    }
+
+
 class StagingSink:
     """Appends record batches to staging Parquet files under `root/<table>/`, one file per table.
 
@@ -123,8 +177,9 @@ class RunBuilder:
         The staging sinks that wrote into `self.staging` must be closed."""
         con = duckdb_connect(self.tmp / "_spill", self.memory_limit)
         try:
-            rows = self._write_tables(con, sources)
-            summary = self._summarise(con)
+            stage_views(con, self.staging, [(s.index, s.rank, s.offset_ns) for s in sources])
+            rows = copy_tables(con, self.tmp)
+            summary = summarise(con, self.tmp)
         finally:
             con.close()
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -146,51 +201,6 @@ class RunBuilder:
         restrict_tree(self.tmp)
         self._publish()
         return self.out
-
-    def _write_tables(self, con: duckdb.DuckDBPyConnection, sources: list[SourceFile]) -> dict[str, int]:
-        files = pa.table({
-            "file": pa.array([s.index for s in sources], pa.int32()),
-            "rank": pa.array([s.rank for s in sources], pa.int32()),
-            "offset_ns": pa.array([s.offset_ns for s in sources], pa.int64()),
-        })
-        con.register("_files_arrow", files)
-        con.execute("CREATE TEMP TABLE files AS SELECT * FROM _files_arrow")
-        for name, table in schema.stored_tables().items():
-            staged = self.staging / name
-            if any(staged.glob("*.parquet")):
-                con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
-            else:
-                con.register(f"_empty_{name}", table.arrow_schema.empty_table())
-                con.execute(f"CREATE TEMP VIEW staging_{name} AS SELECT * FROM _empty_{name}")
-        con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
-        rows = {}
-        for name in schema.stored_tables():
-            copy = (
-                f"COPY (SELECT * FROM final_{name}) TO '{self.tmp / name}' (FORMAT parquet, COMPRESSION zstd, "
-                "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"
-            )
-            (self.tmp / name).mkdir()
-            rows[name] = int(con.execute(copy).fetchone()[0])
-        return rows
-
-    def _summarise(self, con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-        """Devices, steps and time span of the written run, for the manifest."""
-        if not any((self.tmp / "slices").iterdir()):
-            return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
-        src = f"read_parquet('{self.tmp}/slices/**/*.parquet', hive_partitioning=true)"
-        devices = con.execute(
-            f"SELECT rank, device, count(*) FROM {src} GROUP BY ALL ORDER BY rank, device"
-        ).fetchall()
-        steps = con.execute(
-            f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
-        ).fetchall()
-        start, end = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchone()
-        return {
-            "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
-            "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
-            "start_ns": start,
-            "end_ns": end,
-        }
 
     def _publish(self) -> None:
         old = None

@@ -13,7 +13,10 @@ MANIFEST = "manifest.json"
 
 
 def read_manifest(run: Path) -> dict[str, Any]:
-    """The manifest of run directory `run`, checked for a schema version this build reads."""
+    """The manifest of run directory `run`, checked for a schema version this build reads.
+
+    A run the collector is still writing (or was killed while writing) has its summary (rows,
+    devices, steps, span) recomputed from its partition files, which may be ahead of the file."""
     path = run / MANIFEST
     if not run.is_dir():
         raise RunError(f"{run}: no such run directory (create one with `prof-engine import TRACE -o {run}`)")
@@ -29,6 +32,10 @@ def read_manifest(run: Path) -> dict[str, Any]:
             f"{run}: schema version {version or '?'} is not readable by this prof-engine "
             f"(reads {schema_version()}); re-import the source"
         )
+    if manifest.get("state") == "recording":  # written live: its program runs on, or was killed
+        from prof_engine.store.live import refresh
+
+        manifest = refresh(run, manifest)
     return manifest
 
 

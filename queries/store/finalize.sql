@@ -2,18 +2,22 @@
 --
 -- Input (created by prof_engine.store before this script runs):
 --   staging_<table>  the records as importers wrote them: `rank` holds the index of the source
---                    file, `ts` is on the file's own clock, `step` is set only on step records,
---                    depth/parent_id/self_dur/launch_id are NULL.
+--                    file, `ts` is on the file's own clock, `step` is set on step records (and on
+--                    records whose source knows its step, as the collector's markers and samples
+--                    do), depth/parent_id are NULL unless the source knows the nesting (the
+--                    collector's push/pop ranges), self_dur/launch_id are NULL.
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
 -- Output: views final_<table>, one per canonical table, with every column filled in.
 --
 -- Algorithm:
 --   1. Steps are the `step` records of each rank; a host record belongs to the step whose
 --      [start, end) contains its start (ASOF join on start).
---   2. Nesting of host ops and API calls on one thread: emit +1 at each start and -1 at each end,
+--   2. Nesting on one thread, in two layers that do not mix: host ops with API calls, and user
+--      ranges (whose depth the source did not state). Emit +1 at each start and -1 at each end,
 --      ordered by time with ends before starts at equal times (touching is not nesting) and, at
 --      equal starts, longer first; the running sum at a start is the depth + 1. The parent is the
---      latest earlier start one level up (ASOF join on sweep position).
+--      latest earlier start one level up (ASOF join on sweep position). A depth or parent the
+--      source stated wins.
 --   3. self_dur of a host op = its duration minus the durations of its direct child host ops.
 --   4. A device record was launched by the host op with its External id, else by the host op
 --      enclosing the API call with its correlation id, else by that API call; it takes the step of
@@ -27,24 +31,25 @@ CREATE OR REPLACE TEMP TABLE _steps AS
 SELECT rank, step, ts AS start_ns, ts + dur AS end_ns FROM _s WHERE kind = 'step';
 
 CREATE OR REPLACE TEMP TABLE _nest_input AS
-SELECT id, rank, pid, tid, kind, ts, dur FROM _s WHERE device = 'host' AND kind IN ('host_op', 'api');
+SELECT id, rank, pid, tid, (kind = 'user_range')::INTEGER AS layer, ts, dur FROM _s
+WHERE device = 'host' AND (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL));
 
 CREATE OR REPLACE TEMP TABLE _sweep AS
 WITH ev AS (
-    SELECT id, rank, pid, tid, ts AS t, 1 AS d, 1 AS cls, -dur AS tie FROM _nest_input
+    SELECT id, rank, pid, tid, layer, ts AS t, 1 AS d, 1 AS cls, -dur AS tie FROM _nest_input
     UNION ALL
-    SELECT id, rank, pid, tid, ts + dur, -1, CASE WHEN dur > 0 THEN 0 ELSE 2 END, dur FROM _nest_input
+    SELECT id, rank, pid, tid, layer, ts + dur, -1, CASE WHEN dur > 0 THEN 0 ELSE 2 END, dur FROM _nest_input
 ), ordered AS (
     SELECT *, row_number() OVER w AS pos, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS open_count
-    FROM ev WINDOW w AS (PARTITION BY rank, pid, tid ORDER BY t, cls, tie, id)
+    FROM ev WINDOW w AS (PARTITION BY rank, pid, tid, layer ORDER BY t, cls, tie, id)
 )
-SELECT id, rank, pid, tid, pos, (open_count - 1)::INTEGER AS depth FROM ordered WHERE d = 1;
+SELECT id, rank, pid, tid, layer, pos, (open_count - 1)::INTEGER AS depth FROM ordered WHERE d = 1;
 
 CREATE OR REPLACE TEMP TABLE _nesting AS
 SELECT c.id, c.depth, p.id AS parent_id
 FROM _sweep c ASOF LEFT JOIN _sweep p
   ON c.rank = p.rank AND c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
- AND p.depth = c.depth - 1 AND c.pos > p.pos;
+ AND c.layer = p.layer AND p.depth = c.depth - 1 AND c.pos > p.pos;
 
 CREATE OR REPLACE TEMP TABLE _host AS
 WITH stepped AS (
@@ -85,13 +90,15 @@ ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* REPLACE (
            coalesce(s.step, h.step, d.step) AS step,  -- a step the source stated wins
-           h.depth AS depth, h.parent_id AS parent_id, h.self_dur AS self_dur, d.launch_id AS launch_id)
+           coalesce(s.depth, h.depth) AS depth, coalesce(s.parent_id, h.parent_id) AS parent_id,
+           h.self_dur AS self_dur, d.launch_id AS launch_id)
 FROM _s s LEFT JOIN _host h USING (id) LEFT JOIN _device d USING (id);
 
--- Point records (marks, counters, memory_events, flows) take the step whose range contains them.
+-- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
+-- unless their source stated it.
 CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
 SELECT m.* REPLACE (f.rank AS rank, m.ts + f.offset_ns AS ts,
-                    CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END AS step)
+                    coalesce(m.step, CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END) AS step)
 FROM query_table(staging) m JOIN files f ON m.rank = f.file
 ASOF LEFT JOIN _steps st ON f.rank = st.rank AND m.ts + f.offset_ns >= st.start_ns;
 

@@ -1,0 +1,189 @@
+"""A run written while the program that it records still runs (the store side of the collector).
+
+`LiveRun` creates the run directory at once, with a manifest in state `recording`, so the run
+opens from its first moment. Each `publish()` takes one batch of staged records (the same
+staging layout an import uses), runs `queries/store/finalize.sql` over it in DuckDB, COPYs the
+result as partition files into a hidden `.pending/<batch>/` directory inside the run and renames
+each finished file into its partition directory. A rename is atomic, so a reader sees a whole
+Parquet file or none; `slices` files are renamed last, so once a batch's steps are visible its
+other tables are too. The manifest is rewritten atomically after a batch (at most once per
+`manifest_interval_s`) and at `close()`, which marks the run `complete`.
+
+After a kill -9 the manifest may lag the files. `refresh()` recomputes what the manifest
+summarises (rows, devices, steps, time span) from the partition files, and `read_manifest`
+applies it to any run still marked `recording`, so a killed run opens with every published batch.
+What a kill loses is what had not been renamed into place: the batch being written (its files
+stay in `.pending/`, which readers ignore) and whatever the writer had not reached yet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from prof_engine import schema
+from prof_engine.errors import RunError
+from prof_engine.store.builder import copy_tables, duckdb_connect, stage_views, summarise
+from prof_engine.store.files import FILE_MODE, make_dirs, write_text
+from prof_engine.store.manifest import MANIFEST
+
+PENDING = ".pending"
+RECORDING, COMPLETE = "recording", "complete"
+
+
+class LiveRun:
+    """The run directory at `out`, published batch by batch; see the module docstring.
+
+    Not thread-safe: one writer thread owns it. `sources` are the manifest's source entries (one
+    per rank that records into this run); `set_sources` replaces them as the writer learns more.
+    """
+
+    def __init__(self, out: Path | str, *, sources: list[dict[str, Any]], source_format: str, force: bool = False,
+                 metadata: dict[str, Any] | None = None, manifest_interval_s: float = 1.0) -> None:
+        self.out = Path(out).absolute()
+        self._claim(force)
+        self.manifest_interval_s = manifest_interval_s
+        self._batches = 0
+        self._written_at = 0.0
+        self._dirty = False
+        self._rows = {name: 0 for name in schema.stored_tables()}
+        self._devices: dict[tuple[int, str], int] = {}
+        self._steps: dict[tuple[int, int], list[int]] = {}
+        self._span: list[int | None] = [None, None]
+        self.manifest: dict[str, Any] = {
+            "id": uuid.uuid4().hex,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "schema_version": schema.schema_version(),
+            "state": RECORDING,
+            "source": {"format": source_format, "versions": []},
+            "sources": [],
+            "ranks": [],
+            "hosts": [],
+            "tables": dict(self._rows),
+            "metadata": dict(metadata or {}),
+            "skipped": [],
+            "devices": [], "steps": [], "start_ns": None, "end_ns": None,
+        }
+        self.set_sources(sources)
+        self._write_manifest()
+
+    def _claim(self, force: bool) -> None:
+        """Create the run directory; an existing run is replaced only with `force`."""
+        if self.out.exists():
+            if not force:
+                raise RunError(f"{self.out}: already exists (pass force=True / --force to replace it)")
+            if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
+                raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
+            shutil.rmtree(self.out)
+        make_dirs(self.out)
+
+    def set_sources(self, sources: list[dict[str, Any]]) -> None:
+        """Replace the manifest's source entries (written with the next manifest)."""
+        m = self.manifest
+        m["sources"] = sources
+        m["ranks"] = sorted({s["rank"] for s in sources})
+        m["hosts"] = sorted({s["host"] for s in sources if s.get("host")})
+        m["source"]["versions"] = sorted({s["version"] for s in sources if s.get("version")})
+        self._dirty = True
+
+    def staging_dir(self) -> Path:
+        """A fresh staging directory for the next batch (inside the run, so renames stay atomic)."""
+        self._batches += 1
+        path = self.out / PENDING / f"{self._batches:06d}-{uuid.uuid4().hex[:8]}"
+        make_dirs(path / "staging")
+        return path / "staging"
+
+    def publish(self, staging: Path, files: list[tuple[int, int, int]], query: str | None = None) -> pa.Table | None:
+        """Finalize the records staged in `staging` and publish them as partition files.
+
+        `files` lists (file index, rank, offset ns) of the units staged there (file indexes must be
+        new to this run: record ids are `file_index << 40 | seq`). `query`, if given, runs over
+        the batch's `final_<table>` views before they go; its result is returned."""
+        batch = Path(staging).parent
+        con = duckdb_connect(batch / "spill")
+        con.execute("SET threads = 1")  # the program being profiled needs the cores more than the writer
+        try:
+            stage_views(con, staging, files)
+            rows = copy_tables(con, batch / "out")
+            result = con.sql(query).to_arrow_table() if query else None
+            summary = summarise(con, batch / "out")
+        finally:
+            con.close()
+        self._move_into_place(batch / "out")
+        shutil.rmtree(batch, ignore_errors=True)
+        self._account(rows, summary)
+        if time.monotonic() - self._written_at >= self.manifest_interval_s:
+            self._write_manifest()
+        return result
+
+    def _move_into_place(self, out: Path) -> None:
+        tables = sorted(schema.stored_tables(), key=lambda t: t == "slices")  # slices last
+        for name in tables:
+            for part in sorted((out / name).rglob("*.parquet")):
+                target = self.out / part.relative_to(out)
+                make_dirs(target.parent)
+                os.chmod(part, FILE_MODE)
+                os.rename(part, target)
+
+    def _account(self, rows: dict[str, int], summary: dict[str, Any]) -> None:
+        for name, n in rows.items():
+            self._rows[name] += n
+        for d in summary["devices"]:
+            key = (d["rank"], d["device"])
+            self._devices[key] = self._devices.get(key, 0) + d["records"]
+        for s in summary["steps"]:
+            span = self._steps.setdefault((s["rank"], s["step"]), [s["start_ns"], s["end_ns"]])
+            span[0], span[1] = min(span[0], s["start_ns"]), max(span[1], s["end_ns"])
+        for i, (value, pick) in enumerate(((summary["start_ns"], min), (summary["end_ns"], max))):
+            if value is not None:
+                self._span[i] = value if self._span[i] is None else pick(self._span[i], value)
+        self._dirty = True
+
+    def _write_manifest(self) -> None:
+        m = self.manifest
+        m["tables"] = dict(self._rows)
+        m["devices"] = [{"rank": r, "device": d, "records": n} for (r, d), n in sorted(self._devices.items())]
+        m["steps"] = [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())]
+        m["start_ns"], m["end_ns"] = self._span
+        write_text(self.out / MANIFEST, json.dumps(m, indent=1, default=str))
+        self._written_at = time.monotonic()
+        self._dirty = False
+
+    def flush_manifest(self) -> None:
+        """Write the manifest now if a batch or a source changed it since the last write."""
+        if self._dirty:
+            self._write_manifest()
+
+    def close(self, metadata: dict[str, Any] | None = None) -> Path:
+        """Mark the run complete (final manifest) and remove the pending directory."""
+        if metadata:
+            self.manifest["metadata"].update(metadata)
+        self.manifest["state"] = COMPLETE
+        self._write_manifest()
+        shutil.rmtree(self.out / PENDING, ignore_errors=True)
+        return self.out
+
+
+def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` with rows, devices, steps and time span recomputed from the run's partition files
+    (for a run still `recording`: its program runs on, or was killed before it could close it)."""
+    con = duckdb.connect()
+    try:
+        rows = {}
+        for name in schema.stored_tables():
+            glob = str(run / name / "**" / "*.parquet")
+            has_files = any((run / name).rglob("*.parquet")) if (run / name).is_dir() else False
+            rows[name] = int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchone()[0]) if has_files else 0
+        summary = summarise(con, run)
+    finally:
+        con.close()
+    return {**manifest, **summary, "tables": rows}
