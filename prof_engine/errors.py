@@ -26,3 +26,7 @@ class QueryError(ProfEngineError):
 
 class ThresholdError(ProfEngineError):
     """A comparison threshold (`--fail-if`) is not in the documented grammar or names nothing compared."""
+
+
+class CollectError(ProfEngineError):
+    """The collector cannot do what it was asked (a bad schedule, config file or command to profile)."""

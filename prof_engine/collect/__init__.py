@@ -1,0 +1,19 @@
+"""The collector: record a running program into a run store, step by step.
+
+`Profiler` (profiler.py) drives three activity sources — torch.profiler (torch_source.py), the
+markers of `mstx` (mstx.py) and system sampling (sampling.py) — into one writer thread
+(writer.py) that converts each finished step off the training thread (convert.py, and the Kineto
+importer) and publishes it into a live run (`prof_engine.store.live`). `schedule` (schedule.py)
+says which steps to record; config.py reads the settings, also from `PROF_ENGINE_CONFIG`;
+acl.py is the pyACL-shaped procedural face; run.py and launch.py run a program under the collector
+without code changes (`prof-engine collect`); offline.py merges rank runs.
+"""
+
+from prof_engine.collect import mstx
+from prof_engine.collect.config import ProfilerActivity, ProfilerLevel
+from prof_engine.collect.profiler import Profiler, export_summaries
+from prof_engine.collect.schedule import ProfilerAction, Schedule, schedule
+from prof_engine.collect.writer import OpRecord
+
+__all__ = ["OpRecord", "Profiler", "ProfilerAction", "ProfilerActivity", "ProfilerLevel", "Schedule",
+           "export_summaries", "mstx", "schedule"]

@@ -1,0 +1,57 @@
+"""`Profiler.offline_analyse(path)`: one run of many, after the fact, in parallel.
+
+`path` may hold the runs the collector wrote for the ranks of a job (`<output>/rank<N>/`, or any
+collector runs below it): they are merged into one run with a rank each, one process per rank
+run, through the same finalisation as an import. Anything else under `path` (Kineto traces,
+Ascend profiler directories) is what `prof-engine import` reads, and is imported as it would.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from prof_engine.errors import InputError
+from prof_engine.importers import import_sources
+from prof_engine.importers.runstore import COLLECTOR_FORMAT, is_collector_run, stage_run
+from prof_engine.store import RunBuilder, SourceFile
+
+
+def collector_runs(path: Path) -> list[Path]:
+    """The collector runs at or below `path`, in path order."""
+    if is_collector_run(path):
+        return [path]
+    return sorted(p.parent for p in path.rglob("manifest.json") if is_collector_run(p.parent))
+
+
+def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = None, *, jobs: int | None = None,
+                    force: bool = False) -> Path:
+    """Merge the collector runs under `path` (or import what else it holds) into the run `output`
+    (default: `<path>_run`, beside it); return its path."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    out = Path(output) if output is not None else path.with_name(path.name + "_run")
+    runs = collector_runs(path) if path.is_dir() else []
+    if not runs:
+        return import_sources([path], out, force=force, jobs=jobs)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
+    with RunBuilder(out, force=force) as builder:
+        if jobs == 1:
+            infos = [stage_run(r, i, builder.staging) for i, r in enumerate(runs)]
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                infos = list(pool.map(stage_run, runs, range(len(runs)), [builder.staging] * len(runs)))
+        _check_ranks(infos)
+        return builder.finalize(infos, COLLECTOR_FORMAT, {"merged_from": [str(r) for r in runs]})
+
+
+def _check_ranks(infos: list[SourceFile]) -> None:
+    seen: dict[int, str] = {}
+    for info in infos:
+        if info.rank in seen:
+            raise InputError(f"{info.path} and {seen[info.rank]} both hold rank {info.rank}: "
+                             "merge the runs of one job (one run per rank)")
+        seen[info.rank] = info.path
