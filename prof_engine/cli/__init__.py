@@ -149,6 +149,10 @@ def info(run: RunArg) -> None:
         render.table(r.info(), title=str(run))
 
 
+from prof_engine.cli.collect import collect as _collect  # noqa: E402 - a command of its own module
+
+app.command("collect")(_collect)
+
 from prof_engine.cli.compare import compare as _compare  # noqa: E402 - a command of its own module
 
 app.command("compare")(_compare)

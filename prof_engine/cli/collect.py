@@ -1,0 +1,51 @@
+"""`prof-engine collect -- python train.py ARGS`: record a program, then print its summaries."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from prof_engine.collect.config import Settings, activities_of, level_of, load
+from prof_engine.collect.launch import collect_program, steps_schedule
+
+
+def collect(
+    command: Annotated[list[str], typer.Argument(help="The program, after --: python SCRIPT ARGS... or python -m MODULE ARGS...",
+                                                  show_default=False, metavar="-- PROGRAM...")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory to create (default: prof_run_<time>).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
+    steps: Annotated[Optional[str], typer.Option(help="Steps to record: N, or A-B (default: every step).")] = None,
+    level: Annotated[Optional[str], typer.Option(help="Level_none, Level0, Level1 (default) or Level2.")] = None,
+    activity: Annotated[Optional[list[str]], typer.Option("--activity", help="CPU or CUDA (repeatable; default: CPU, and CUDA with a GPU).")] = None,
+    profile_memory: Annotated[Optional[bool], typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)] = None,
+    with_stack: Annotated[Optional[bool], typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
+    sampling_interval_ms: Annotated[Optional[float], typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's); options given here win.")] = None,
+    top: Annotated[int, typer.Option(help="Rows per summary table.")] = 10,
+) -> None:
+    """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
+
+    Steps are the program's optimizer steps; each finished step is written while the program runs."""
+    from prof_engine import open
+    from prof_engine.cli import render
+
+    given = Settings(
+        level=level_of(level, "--level") if level else None,
+        activities=activities_of(activity, "--activity") if activity else None,
+        schedule=steps_schedule(steps) if steps else None,
+        profile_memory=profile_memory, with_stack=with_stack, sampling_interval_ms=sampling_interval_ms,
+    )
+    settings = given.merged_over(load(config)) if config else given
+    run_dir = output or Path(settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}")
+    done = collect_program(command, run_dir, settings, force=force)
+    with open(done.run) as run:
+        for title, result in run.summary(top).items():
+            render.table(result, title=title)
+        steps_seen = len({s["step"] for s in run.manifest["steps"]})
+    render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
+    if done.returncode:
+        render.err.print(f"the program exited with status {done.returncode}", highlight=False)
+        raise typer.Exit(done.returncode)

@@ -1,0 +1,135 @@
+"""The collector as a user meets it from outside the program: `prof-engine collect`, a program
+killed with SIGKILL mid-run, a program that exits with its Profiler still running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import prof_engine
+from conftest import REPO
+
+KILLED_PROGRAM = """
+import sys, time, torch
+import prof_engine
+from prof_engine import mstx
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 32), torch.randn(16, 8)
+prof = prof_engine.Profiler(sys.argv[1], schedule=prof_engine.schedule(active=1))
+for step in range(100_000):
+    with mstx.range("step_body"):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    prof.step()
+    print(step, flush=True)
+    time.sleep(0.02)
+"""
+
+
+def published_steps(run: Path) -> set[int]:
+    return {int(p.name.split("=")[1]) for p in run.glob("slices/device=host/step=*") if "PARTITION" not in p.name}
+
+
+def test_kill_9_mid_run_leaves_the_finished_steps_readable(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_PROGRAM)
+    run = tmp_path / "run"
+    child = subprocess.Popen([sys.executable, str(script), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    deadline = time.monotonic() + 120
+    while len(published_steps(run)) < 3 and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    out, err = child.communicate()
+    assert child.returncode == -signal.SIGKILL, err[-2000:]
+    printed = [int(line) for line in out.split()]
+    steps = sorted(published_steps(run))
+    assert len(steps) >= 3 and steps == list(range(len(steps)))  # no gap: steps go out in order
+    assert max(steps) <= max(printed) + 1
+    assert json.loads((run / "manifest.json").read_text())["state"] == "recording"
+    with prof_engine.open(run) as r:
+        assert sorted(s["step"] for s in r.manifest["steps"]) == steps  # recomputed from the files
+        per_step = r.sql("""select step, count(*) filter (where kind = 'step'), count(*) filter (where name = 'step_body'),
+                                   count(*) filter (where name = 'aten::addmm') from slices group by 1 order by 1""").rows()
+        assert per_step == [(s, 1, 1, 2) for s in steps]  # every published step is whole
+        assert len(r.view("op_statistic")) > 0
+
+
+EXITING_PROGRAM = """
+import logging, sys
+import prof_engine
+from prof_engine import mstx
+prof = prof_engine.Profiler(sys.argv[1], profiler_level="Level_none")
+mstx.mark("before exit")
+"""
+
+
+def test_a_profiler_still_running_at_exit_warns_and_completes_its_run(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(EXITING_PROGRAM)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "a Profiler was still running at exit; stopping it" in done.stderr
+    with prof_engine.open(tmp_path / "run") as run:
+        assert run.manifest["state"] == "complete"
+        assert run.sql("select name from marks").rows() == [("before exit",)]
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_collect_runs_the_example_and_shows_its_run(tmp_path):
+    """`prof-engine collect -- python examples/train_small.py` prints the step breakdown and top
+    ops of the real run, which then opens with prof_engine.open."""
+    pytest.importorskip("torch")
+    done = cli(tmp_path, "collect", "-o", "run", "--", "python", REPO / "examples" / "train_small.py", "--steps", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "Step breakdown (µs)" in done.stdout and "Top 10 op types (op_statistic)" in done.stdout
+    assert "aten::addmm" in done.stdout
+    assert "step 3: loss" in done.stdout  # the program's own output comes through
+    assert "recorded 5 step(s) into" in done.stderr  # 4 optimizer steps, then the program's tail
+    with prof_engine.open(tmp_path / "run") as run:
+        assert sorted(s["step"] for s in run.manifest["steps"]) == [0, 1, 2, 3, 4]
+        names = {r[0] for r in run.sql("select name from slices where category = 'mstx'").rows()}
+        assert names == {"train_step", "data", "forward", "backward", "optimizer"}
+        assert run.manifest["sources"][0]["path"].endswith("train_small.py")
+
+
+def test_collect_user_errors_are_one_line(tmp_path):
+    done = cli(tmp_path, "collect", "--", "bash", "train.sh")
+    assert done.returncode == 1 and done.stderr.startswith("Error: bash: prof-engine collect runs Python programs")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    done = cli(tmp_path, "collect", "-o", "run", "--", "python", "x.py")
+    assert done.returncode == 1 and done.stderr.strip().endswith("already exists (pass --force to replace it)")
+    done = cli(tmp_path, "collect", "--steps", "9-2", "--", "python", "x.py")
+    assert done.returncode == 1 and "--steps '9-2'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_collect_keeps_the_program_exit_status(tmp_path):
+    (tmp_path / "fail.py").write_text(textwrap.dedent("""
+        import sys
+        from prof_engine import mstx
+        mstx.mark("about to fail")
+        sys.exit(3)
+    """))
+    done = cli(tmp_path, "collect", "-o", "run", "--level", "Level_none", "--", "python", "fail.py")
+    assert done.returncode == 3 and "the program exited with status 3" in done.stderr
+    with prof_engine.open(tmp_path / "run") as run:
+        assert run.sql("select name, step from marks").rows() == [("about to fail", 0)]
