@@ -18,12 +18,13 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=Path("trace.json"), help="trace file to write")
-    parser.add_argument("--steps", type=int, default=6, help="training steps to run (the last 4 are recorded)")
+    parser.add_argument("--steps", type=int, default=6, help="training steps to run (all but the first 2 are recorded)")
+    parser.add_argument("--hidden", type=int, default=512, help="hidden width of the model (change it, then compare runs)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(256, 512), torch.nn.LayerNorm(512), torch.nn.GELU(), torch.nn.Linear(512, 10)
+        torch.nn.Linear(256, args.hidden), torch.nn.LayerNorm(args.hidden), torch.nn.GELU(), torch.nn.Linear(args.hidden, 10)
     )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = [(torch.randn(64, 256), torch.randint(0, 10, (64,))) for _ in range(4)]

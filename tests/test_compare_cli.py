@@ -27,7 +27,7 @@ def test_regression_exits_3_with_one_line_reason(runs):
     proc = cli(runs, "compare", "runs/base", "runs/changed", "--fail-if", "step_time > +5%", "--format", "csv")
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[-1].startswith("regression: step_time > +5%: step Step Time +") and "in changed" in lines[-1]
+    assert lines[-1].startswith("regression: step_time > +5%: Step Time +") and "in changed" in lines[-1]
     assert "Traceback" not in proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     by_item = {(r["Level"], r["Item"], r["Detail"]): r for r in rows}

@@ -86,7 +86,7 @@ def compare(
     runs: Annotated[list[Path], typer.Argument(help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False)],
     baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
-    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with [item]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
+    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
     level: Annotated[Optional[list[str]], typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")] = None,
     top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
     noise_floor: Annotated[float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")] = 2.0,

@@ -81,11 +81,24 @@ def parse_threshold(text: str) -> Threshold:
 
 
 def _describe(row: dict[str, Any], t: Threshold) -> str:
-    unit = "%" if t.unit == "%" else f" {t.unit}"
-    value = t.value(row)
-    what = row["Item"] + (f" [{row['Detail']}]" if row["Detail"] else "")
-    ci = "" if row["CI Low"] is None or t.unit == "%" else f", CI {row['CI Low']:+g} … {row['CI High']:+g} {row['Unit']}"
-    return f"{row['Level']} {what} {value:+.4g}{unit} ({row['Status']}{ci}) in {row['Run']}"
+    """`Step Time +81.0% (slower, CI +74.7% … +84.7%) in wide`: the row, in the threshold's unit."""
+    def fmt(v: float) -> str:
+        return f"{v:+.1f}%" if t.unit == "%" else f"{v:+,.4g} {t.unit}"
+
+    def scaled(v: float | None) -> float | None:
+        if v is None:
+            return None
+        if t.unit == "ms":
+            return v / 1000
+        if t.unit == "%":
+            return v / abs(row["Base Median"]) * 100 if row["Base Median"] else None
+        return v
+
+    what = row["Item"] if row["Level"] == "step" else f"{row['Level']} {row['Item']}"
+    what += f" [{row['Detail']}]" if row["Detail"] else ""
+    low, high = scaled(row["CI Low"]), scaled(row["CI High"])
+    ci = f", CI {fmt(low)} … {fmt(high)}" if low is not None and high is not None else ""
+    return f"{what} {fmt(t.value(row))} ({row['Status']}{ci}) in {row['Run']}"
 
 
 def check(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[str]:
