@@ -12,7 +12,7 @@ import pytest
 
 import prof_engine
 from compare_traces import compare_runs  # noqa: F401 - the session fixture
-from conftest import fixture_path
+from conftest import fixture_path, write_trace, x
 from prof_engine.engine.compare import Batch, _sql
 from prof_engine.engine.compare.thresholds import parse_threshold
 from prof_engine.errors import QueryError, ThresholdError
@@ -102,6 +102,34 @@ def test_report_columns_are_documented(cmp):
     assert [name for name, _ in documented] == cmp.columns
     types = {"VARCHAR": "string", "DOUBLE": "double", "BIGINT": "int64", "BOOLEAN": "bool"}
     assert [types[t] for _, t in documented] == [str(t) for t in cmp.arrow().schema.types]
+
+
+def test_samples_build_from_their_declared_dependencies_only():
+    """Each level's macro binds with only what _samples.sql declares (and what that requires) present."""
+    from prof_engine import schema
+    from prof_engine.engine.compare import LEVELS
+    from prof_engine.engine.views import definitions
+
+    defs, needed = definitions(), set()
+
+    def visit(name: str) -> None:
+        needed.add(name)
+        for dep in defs[name].requires if name in defs else ():
+            visit(dep)
+
+    for dep in _sql("_samples").requires:
+        visit(dep)
+    con = duckdb.connect()
+    for name, table in schema.tables().items():
+        if name in needed:
+            con.register(f"_empty_{name}", table.arrow_schema.empty_table())
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM _empty_{name}")
+    for name, view in defs.items():
+        if name in needed:
+            con.execute(view.statements())
+    con.execute(_sql("_samples").statements())
+    for level in LEVELS:
+        assert con.execute(f"SELECT * FROM _compare_{level}()").fetchall() == []
 
 
 def test_batch_holds_each_run_in_its_own_schema(compare_runs):
@@ -276,6 +304,18 @@ def test_bad_threshold_syntax_is_a_one_line_error(text, why):
 def test_threshold_naming_no_item_is_an_error_not_a_pass(cmp):
     with pytest.raises(ThresholdError, match="no op_type item named 'aten::relu_typo'"):
         cmp.check(["op_type[aten::relu_typo] > +5%"])
+
+
+def test_runs_without_steps_compare_as_one_sample_per_rank(tmp_path):
+    base = 1.7e15
+    for name, mm_us in (("a", 10), ("b", 20)):
+        write_trace(tmp_path / f"{name}.json", [x("aten::mm", base + i * 100, mm_us) for i in range(5)]
+                    + [x("aten::add", base + 50 + i * 100, 5) for i in range(5)])
+        prof_engine.import_trace([tmp_path / f"{name}.json"], tmp_path / name)
+    rows = _rows(prof_engine.compare(tmp_path / "a", tmp_path / "b", levels=["op"]), "b")
+    mm, add = rows[("op", "host", "aten::mm", "")], rows[("op", "host", "aten::add", "")]
+    assert (mm["Status"], mm["Delta"], mm["Base N"], mm["CI Low"]) == ("slower", 50.0, 1, None)
+    assert add["Status"] == "no change"
 
 
 def test_kineto_run_against_ascend_run(tmp_path):

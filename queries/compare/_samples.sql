@@ -3,7 +3,7 @@
 --   per rank, device and step (memory: per rank and device), built on the run's own views: a
 --   table macro per level, _compare_<level>(), created in each run's schema of a comparison
 --   session (prof_engine.engine.compare) and called there, so the views it reads are that run's.
--- requires: step_trace, _op_calls, op_summary, _api_calls, communication, memory, _classify
+-- requires: slices, step_trace, _op_calls, op_summary, _api_calls, communication, memory, _classify
 -- Levels and items: `step` — the step time (device span, End − Start) and each step_trace lane;
 -- `op_type` — op types as op_statistic counts them (op type and core type); `op` — individual
 -- tasks of op_summary matched by name and input shapes; `api` — API calls as api_statistic
@@ -23,7 +23,7 @@ CREATE OR REPLACE MACRO _compare_device_type(device) AS CASE WHEN device = 'host
 
 -- Keep a record when it lies in a step, or when the run has none (cheap: the step partitions).
 CREATE OR REPLACE MACRO _compare_counted(step) AS
-    step IS NOT NULL OR NOT (SELECT count(step) > 0 FROM slices WHERE kind = 'step');
+    step IS NOT NULL OR NOT EXISTS (SELECT 1 FROM slices WHERE slices.step IS NOT NULL);
 
 CREATE OR REPLACE MACRO _compare_step() AS TABLE
 WITH lanes AS (
