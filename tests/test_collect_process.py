@@ -54,13 +54,16 @@ def test_kill_9_mid_run_leaves_the_finished_steps_readable(tmp_path):
     os.kill(child.pid, signal.SIGKILL)
     out, err = child.communicate()
     assert child.returncode == -signal.SIGKILL, err[-2000:]
+    # The writer process outlives the program: it publishes what it was handed, then says so.
+    while json.loads((run / "manifest.json").read_text())["state"] == "recording" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads((run / "manifest.json").read_text())["state"] == "interrupted"
     printed = [int(line) for line in out.split()]
     steps = sorted(published_steps(run))
     assert len(steps) >= 3 and steps == list(range(len(steps)))  # no gap: steps go out in order
-    assert max(steps) <= max(printed) + 1
-    assert json.loads((run / "manifest.json").read_text())["state"] == "recording"
+    assert max(printed) - 1 <= max(steps) <= max(printed) + 1  # at most the step in flight is lost
     with prof_engine.open(run) as r:
-        assert sorted(s["step"] for s in r.manifest["steps"]) == steps  # recomputed from the files
+        assert sorted(s["step"] for s in r.manifest["steps"]) == steps
         per_step = r.sql("""select step, count(*) filter (where kind = 'step'), count(*) filter (where name = 'step_body'),
                                    count(*) filter (where name = 'aten::addmm') from slices group by 1 order by 1""").rows()
         assert per_step == [(s, 1, 1, 2) for s in steps]  # every published step is whole

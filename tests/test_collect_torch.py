@@ -118,21 +118,13 @@ def test_analyse_gives_the_summaries_and_exports_them(recorded, tmp_path):
         "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
 
 
-def test_same_run_as_importing_the_trace(tmp_path, monkeypatch):
-    """With one torch cycle, the collector's views equal those of `prof-engine import` of that cycle's trace."""
-    from prof_engine.collect import writer
-
-    kept = tmp_path / "cycle.json"
-    convert = writer.Writer._convert_cycle
-
-    def spy(self, item, sink):
-        shutil.copy(item.path, kept)
-        return convert(self, item, sink)
-
-    monkeypatch.setattr(writer.Writer, "_convert_cycle", spy)
+def test_same_run_as_importing_the_trace(tmp_path):
+    """With one torch cycle, the collector's views equal those of `prof-engine import` of that
+    cycle's Kineto trace (kept by keep_traces=True)."""
     with prof_engine.Profiler(tmp_path / "run", schedule=prof_engine.schedule(wait=0, warmup=1, active=2, repeat=1),
-                              flush="cycle", profiler_level="Level0") as prof:
+                              flush="cycle", profiler_level="Level0", keep_traces=True) as prof:
         train(prof, 4, markers=False)
+    (kept,) = (tmp_path / "run" / "traces").iterdir()
     prof_engine.import_trace([kept], tmp_path / "imported")
     with prof_engine.open(tmp_path / "run") as a, prof_engine.open(tmp_path / "imported") as b:
         for view in ("op_statistic", "api_statistic", "step_trace", "op_summary"):

@@ -1,9 +1,10 @@
 """The collector: record a running program into a run store, step by step.
 
 `Profiler` (profiler.py) drives three activity sources — torch.profiler (torch_source.py), the
-markers of `mstx` (mstx.py) and system sampling (sampling.py) — into one writer thread
-(writer.py) that converts each finished step off the training thread (convert.py, and the Kineto
-importer) and publishes it into a live run (`prof_engine.store.live`). `schedule` (schedule.py)
+markers of `mstx` (mstx.py) and system sampling (sampling.py, sources.py picks them) — into one
+writer process (handoff.py on the program's side, writer.py and writer_process.py on the other)
+that converts each finished step (convert.py, and the Kineto importer) and publishes it into a
+live run (`prof_engine.store.live`). `schedule` (schedule.py)
 says which steps to record; config.py reads the settings, also from `PROF_ENGINE_CONFIG`;
 acl.py is the pyACL-shaped procedural face; run.py and launch.py run a program under the collector
 without code changes (`prof-engine collect`); offline.py merges rank runs.

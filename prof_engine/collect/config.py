@@ -7,7 +7,7 @@ file holds one object, either at the top level or under `"profiler"`:
     {"profiler": {"switch": "on", "output": "runs/train", "activities": ["CPU"], "level": "Level1",
                   "schedule": {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}, "interval": 0,
                   "profile_memory": false, "with_stack": false, "record_shapes": true,
-                  "sampling_interval_ms": 100, "flush": "step"}}
+                  "sampling_interval_ms": 100, "flush": "step", "keep_traces": false}}
 
 `switch` "off" turns every Profiler of the program into a no-op; `interval` N records every Nth
 step (acl.json's "profile every Nth inference"), in place of `schedule`.
@@ -75,6 +75,7 @@ class Settings:
     record_shapes: bool | None = None
     sampling_interval_ms: float | None = None
     flush: str | None = None
+    keep_traces: bool | None = None
 
     def merged_over(self, base: Settings) -> Settings:
         """These settings, with the ones left unset taken from `base`."""
@@ -167,7 +168,7 @@ def _schedule(raw: dict[str, Any], where: str) -> Schedule | None:
 
 
 KEYS = ("switch", "output", "activities", "level", "schedule", "interval", "profile_memory", "with_stack",
-        "record_shapes", "sampling_interval_ms", "flush")
+        "record_shapes", "sampling_interval_ms", "flush", "keep_traces")
 
 
 def parse(raw: Any, where: str) -> Settings:
@@ -182,7 +183,8 @@ def parse(raw: Any, where: str) -> Settings:
     flush = raw.get("flush")
     if flush not in (None, "step", "cycle"):
         raise CollectError(f"{where}: flush must be \"step\" or \"cycle\", not {flush!r}")
-    flags = {k: _flag(raw[k], where, k) for k in ("profile_memory", "with_stack", "record_shapes") if raw.get(k) is not None}
+    flags = {k: _flag(raw[k], where, k) for k in ("profile_memory", "with_stack", "record_shapes", "keep_traces")
+             if raw.get(k) is not None}
     return Settings(
         switch=_switch(raw.get("switch", "on"), where),
         output=str(raw["output"]) if raw.get("output") is not None else None,

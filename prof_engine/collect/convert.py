@@ -1,6 +1,6 @@
 """What the collector records itself → canonical record batches: markers, samples, steps.
 
-Runs in the writer thread. Marker events (see `mstx`) arrive step by step; push/pop pairs are
+Runs in the writer process. Marker events (see `mstx`) arrive step by step; push/pop pairs are
 matched per thread with a stack that lives across steps, so a range keeps its true nesting even
 when it spans steps: its depth and parent are stated here (the store keeps a stated nesting).
 Ranges from `range_start`/`range_end` may cross threads, so they carry no stated nesting; the

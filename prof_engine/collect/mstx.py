@@ -9,7 +9,7 @@
 
 While no Profiler runs, each call is one module-flag test and returns (tens of ns). While one
 runs, a call appends one tuple to a list, nothing else: pairing, nesting and conversion happen in
-the collector's writer thread (`prof_engine.collect.convert`). `list.append` and `del lst[:n]`
+the collector's writer process (`prof_engine.collect.convert`). `list.append` and `del lst[:n]`
 are each atomic under the GIL, so threads record without locks and the Profiler takes each step's
 events with `take()` without losing one appended meanwhile.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +114,16 @@ def enable(on: bool) -> None:
 
 def enabled() -> bool:
     return _on
+
+
+def _forked() -> None:
+    """A forked child (a DataLoader worker) records nothing: no Profiler there takes its events."""
+    global _on
+    _on = False
+    del _events[:]
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def take() -> list[tuple]:

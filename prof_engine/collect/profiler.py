@@ -7,16 +7,19 @@
     prof_engine.open("run").view("op_statistic")
 
 The shape is MindSpore's / torch.profiler's (start/stop/step, schedule, on_trace_ready, levels,
-activities, context manager). Underneath, three sources feed one writer thread (`writer`):
+activities, context manager). Underneath, three sources feed one writer process (`writer`):
 torch.profiler cycles (`torch_source`), the markers of `mstx`, and system samples (`sampling`).
 The run directory exists from `start()` on and grows by one batch of partitions per finished
 step; `stop()` waits for the writer and marks the run complete.
 
-What a kill -9 loses: the step in flight (its markers and samples, and its torch events with
-`flush="step"`, the default without CUDA; with `flush="cycle"` the torch events of the whole cycle
-in flight), plus any hand-off the writer had not published yet (none while it keeps up; at most
-`writer.QUEUE_ITEMS` when it falls behind). Every published step stays readable: the run opens
-with `prof_engine.open`, its manifest recomputed from the files.
+The writer is a process of its own (`handoff`, `writer`): converting records is Python work that,
+in a thread, would hold the GIL the training loop needs. What a kill -9 of the program loses: the
+step in flight (its markers and samples, and its torch events with `flush="step"`, the default
+without CUDA; with `flush="cycle"` the torch events of the whole cycle in flight), and hand-offs
+still queued in the program (normally none). The writer outlives the program: it publishes every
+step it was handed and marks the run `interrupted`. Were the writer killed too, what it had
+published stays readable: the run opens with `prof_engine.open`, its manifest recomputed from the
+files.
 
 Wrong calls (stop before start, step without a schedule, start twice) log a message on the
 `prof_engine` logger and do nothing, as MindSpore's Profiler does; a Profiler still running when
@@ -33,6 +36,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +46,8 @@ from prof_engine.collect.config import (
 )
 from prof_engine.collect.convert import StepWindow
 from prof_engine.collect.schedule import ProfilerAction, StepSchedule, as_action
-from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle, Writer
+from prof_engine.collect.handoff import Handoff
+from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle
 from prof_engine.store import LiveRun, SourceFile
 from prof_engine.store.files import make_dirs
 from prof_engine.store.live import PENDING
@@ -62,8 +67,10 @@ class Profiler:
     on_trace_ready: called with the run's path once stop() has written it (see `export_summaries`).
     profiler_level: ProfilerLevel (default Level1); profile_memory / with_stack / record_shapes
     override what the level turns on. sampling_interval_ms: system sampling period (default 100).
-    on_op: called from the writer thread with each batch of ops (`OpRecord`s) as they are written.
+    on_op: called (in a thread of the collector) with each batch of ops (`OpRecord`s) once written.
     flush: "step" (torch events written per step) or "cycle" (per schedule cycle; default with CUDA).
+    keep_traces: also keep each torch cycle's Kineto JSON, as `<run>/traces/*.json` (for TensorBoard,
+    Perfetto or `prof-engine import`).
     Settings not given here come from the file PROF_ENGINE_CONFIG names, if any (`config`).
     """
 
@@ -72,13 +79,14 @@ class Profiler:
                  start_profile: bool = True, profiler_level: Any = None, profile_memory: bool | None = None,
                  with_stack: bool | None = None, record_shapes: bool | None = None,
                  sampling_interval_ms: float | None = None, on_op: Callable[[list[OpRecord]], Any] | None = None,
-                 flush: str | None = None, force: bool = False, config: str | os.PathLike | None = None) -> None:
+                 flush: str | None = None, keep_traces: bool | None = None, force: bool = False,
+                 config: str | os.PathLike | None = None) -> None:
         code = Settings(
             output=os.fspath(output_path) if output_path is not None else None,
             activities=activities_of(activities, "Profiler") if activities is not None else None,
             level=level_of(profiler_level, "Profiler") if profiler_level is not None else None,
             schedule=schedule, profile_memory=profile_memory, with_stack=with_stack, record_shapes=record_shapes,
-            sampling_interval_ms=sampling_interval_ms, flush=flush,
+            sampling_interval_ms=sampling_interval_ms, flush=flush, keep_traces=keep_traces,
         )
         self.settings = code.merged_over(load(config) if config is not None else from_env())
         self.on_trace_ready = on_trace_ready
@@ -88,7 +96,7 @@ class Profiler:
         self._subscribers: list[Callable[[list[OpRecord]], Any]] = [on_op] if on_op else []
         self._metadata: dict[str, Any] = {}
         self._state = "idle"
-        self._writer: Writer | None = None
+        self._writer: Handoff | None = None
         self._torch = None
         self._sampler = None
         self._action = ProfilerAction.RECORD
@@ -150,7 +158,10 @@ class Profiler:
             info={"pid": os.getpid(), "argv": list(sys.argv), "world_size": world,
                   "settings": {**self.settings.as_json(), "activities": [a.value for a in activities], "flush": flush}},
         )
-        self._writer = Writer(live, source, own_steps=self._torch is None, subscribers=self._subscribers)
+        live.set_sources([asdict(source)])
+        live.flush_manifest()
+        self._writer = Handoff(live, source, own_steps=self._torch is None, subscribers=self._subscribers,
+                               keep_traces=bool(self.settings.keep_traces))
 
     def step(self) -> None:
         """End the current step and begin the next (the schedule decides what the next records).
@@ -240,9 +251,11 @@ class Profiler:
             log.error("prof_engine: metadata %r left out: the run's metadata would exceed %d bytes", key, METADATA_LIMIT)
             return
         self._metadata[key] = value
+        if self._state == "running":
+            self._writer.put({key: value})  # in the manifest from the writer's next write on
 
     def subscribe(self, fn: Callable[[list[OpRecord]], Any]) -> None:
-        """Call `fn(ops)` from the writer thread with each batch of ops written (before start())."""
+        """Call `fn(ops)` (in a thread of the collector) with each batch of ops written; before start()."""
         if self._state != "idle":
             log.error("prof_engine: Profiler.subscribe() after start(): subscribe before recording begins")
             return

@@ -10,7 +10,7 @@ that is the default with CUDA, where stopping Kineto synchronises the device at 
 
 At a cycle's end, on the training thread, Kineto's result is saved as Kineto JSON (C++; the
 result may not be touched once the next cycle records) and the file is handed over; the writer
-thread converts it with the importer `prof-engine import` uses.
+process converts it with the importer `prof-engine import` uses.
 """
 
 from __future__ import annotations

@@ -1,33 +1,46 @@
-"""The collector's writer thread: hand-offs in, partition files and subscription batches out.
+"""The collector's writer: hand-offs in, partition files and subscription batches out.
 
-The training thread only puts items on a bounded queue: a finished step's markers and samples
-(`StepDone`), a finished torch cycle (`TorchCycle`). The writer takes whatever is queued as one
-batch, converts it (torch cycles through the Kineto importer `prof-engine import` uses, markers
-and samples through `convert`), publishes it into the live run and hands the batch's ops to the
-subscribers. When it falls behind, batches grow instead of the queue; when the queue is full the
-training thread waits (memory stays bounded) and a warning says so once.
+It runs in a process of its own (`python -m prof_engine.collect.writer_process`, started by
+`handoff`),
+so converting and writing never compete with the program for the GIL. It reads the hand-offs
+(pickled, on stdin): a finished step's markers and samples (`StepDone`), a finished torch cycle
+(`TorchCycle`, a Kineto JSON file), metadata, and at the end `Close`. Whatever has arrived is one
+batch: converted (torch cycles by the Kineto importer `prof-engine import` uses, markers and
+samples by `convert`), published into the live run, its ops sent back on stdout when the program
+subscribed. When it falls behind, batches grow; its queue is bounded, so a program far ahead waits.
 
-Nothing the writer does may end the program: an error is logged and that batch is dropped.
+If the program dies (kill -9) the writer reads end-of-file: it publishes everything it was handed,
+marks the run `interrupted` and exits. Nothing it does may end the program: a failed batch is
+logged (stderr, shared with the program) and dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import queue
 import shutil
+import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from prof_engine.collect.convert import MARKER_FILE, Assembler, StepWindow
 from prof_engine.store import LiveRun, SourceFile, StagingSink
+from prof_engine.store.files import make_dirs
 
 log = logging.getLogger("prof_engine")
 
 QUEUE_ITEMS = 64
-BATCH_ITEMS = 32
+BATCH_ITEMS = 64
+PUBLISH_INTERVAL_S = 0.5  # at most two batches a second; more items wait for the next
+INTERRUPTED = "interrupted"
+READY = ["ready"]
 
 
 class OpRecord(NamedTuple):
@@ -49,6 +62,17 @@ FROM final_slices WHERE kind IN ('host_op', 'kernel', 'comm', 'memcpy', 'memset'
 
 
 @dataclass
+class Start:
+    """The first hand-off: the run (created by the program, so its errors surface there) and who writes."""
+
+    live: LiveRun
+    source: SourceFile
+    own_steps: bool
+    subscribed: bool
+    keep_traces: bool = False
+
+
+@dataclass
 class StepDone:
     window: StepWindow
     events: list[tuple]
@@ -61,70 +85,23 @@ class TorchCycle:
 
 
 @dataclass
-class _Close:
+class Close:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class Writer:
-    """Owns the live run and the thread that fills it."""
+class BatchWriter:
+    """Converts and publishes batches of hand-offs into the live run."""
 
-    def __init__(self, live: LiveRun, source: SourceFile, *, own_steps: bool,
-                 subscribers: list[Callable[[list[OpRecord]], None]]) -> None:
-        self.live = live
-        self.source = source
-        self.subscribers = subscribers
-        self.assembler = Assembler(own_steps)
-        self.batches = 0
-        self.errors = 0
+    def __init__(self, start: Start) -> None:
+        self.live = start.live
+        self.source = start.source
+        self.subscribed = start.subscribed
+        self.keep_traces = start.keep_traces
+        self.assembler = Assembler(start.own_steps)
         self._next_file = MARKER_FILE + 1
-        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_ITEMS)
-        live.set_sources([asdict(source)])
-        live.flush_manifest()
-        self._warned_full = False
-        self._thread = threading.Thread(target=self._run, name="prof_engine-writer", daemon=True)
-        self._thread.start()
 
-    def put(self, item: StepDone | TorchCycle) -> None:
-        """Queue an item; waits only when the writer is QUEUE_ITEMS items behind."""
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            if not self._warned_full:
-                self._warned_full = True
-                log.warning("prof_engine: the writer is %d hand-offs behind; training waits for it "
-                            "(record fewer steps or a lower level to avoid this)", QUEUE_ITEMS)
-            self._queue.put(item)
-
-    def close(self, metadata: dict[str, Any], timeout: float | None = None) -> None:
-        """Write everything queued, mark the run complete, end the thread."""
-        self._queue.put(_Close(metadata))
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        done = False
-        while not done:
-            items = [self._queue.get()]
-            while len(items) < BATCH_ITEMS and not isinstance(items[-1], _Close):
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            close = items[-1] if isinstance(items[-1], _Close) else None
-            work = [i for i in items if not isinstance(i, _Close)]
-            if work:
-                self._guarded(self._write, work)
-            if close is not None:
-                self._guarded(self._close, close)
-                done = True
-
-    def _guarded(self, fn: Callable[[Any], None], arg: Any) -> None:
-        try:
-            fn(arg)
-        except Exception as e:  # the program being profiled must never die of its profiler
-            self.errors += 1
-            log.error("prof_engine: the collector's writer lost a batch: %s: %s", type(e).__name__, e)
-
-    def _write(self, items: list[StepDone | TorchCycle]) -> None:
+    def write(self, items: list[StepDone | TorchCycle]) -> list[tuple] | None:
+        """Publish one batch; return its ops (as OpRecord tuples) when the program subscribed."""
         staging = self.live.staging_dir()
         sink = StagingSink(staging)
         files = [(MARKER_FILE, self.source.rank, 0)]
@@ -138,28 +115,29 @@ class Writer:
             sink.close()
             if not rows and len(files) == 1:  # idle steps: markers only fed the range stacks
                 shutil.rmtree(staging.parent, ignore_errors=True)
-                return
-            ops = self.live.publish(staging, files, _OPS_QUERY if self.subscribers else None)
+                return None
+            ops = self.live.publish(staging, files, _OPS_QUERY if self.subscribed else None)
         except BaseException:
             sink.discard()
             self.assembler.tables.clear()
             shutil.rmtree(staging.parent, ignore_errors=True)
             raise
-        self.batches += 1
-        if ops is not None and ops.num_rows:
-            self._deliver([OpRecord._make(r) for r in zip(*(c.to_pylist() for c in ops.columns))])
+        return list(zip(*(c.to_pylist() for c in ops.columns))) if ops is not None and ops.num_rows else None
 
     def _convert_cycle(self, item: TorchCycle, sink: StagingSink) -> tuple[int, int, int]:
         from prof_engine.importers import _source_info
         from prof_engine.importers.chrome import convert_file
 
         index, self._next_file = self._next_file, self._next_file + 1
-        path = item.path
         try:
-            reader, conv = convert_file(path, index, sink)
-            info = _source_info(path, index, reader.header, conv, path.stat().st_size)
+            reader, conv = convert_file(item.path, index, sink)
+            info = _source_info(item.path, index, reader.header, conv, item.path.stat().st_size)
         finally:
-            path.unlink(missing_ok=True)
+            if self.keep_traces and item.path.exists():
+                make_dirs(self.live.out / "traces")
+                os.replace(item.path, self.live.out / "traces" / item.path.name)
+            else:
+                item.path.unlink(missing_ok=True)
         self._learn(info)
         return index, self.source.rank, info.offset_ns
 
@@ -174,21 +152,93 @@ class Writer:
         lanes = {(lane.get("pid"), lane.get("tid")): lane for lane in src.lanes}
         lanes.update({(lane.get("pid"), lane.get("tid")): lane for lane in info.lanes})
         src.lanes = list(lanes.values())
-        for key in ("distributedInfo",):
-            if key in info.info:
-                src.info[key] = info.info[key]
+        if "distributedInfo" in info.info:
+            src.info["distributedInfo"] = info.info["distributedInfo"]
         self.live.set_sources([asdict(src)])
 
-    def _deliver(self, ops: list[OpRecord]) -> None:
-        for fn in self.subscribers:
-            try:
-                fn(ops)
-            except Exception as e:
-                log.error("prof_engine: subscriber %r failed on a batch of %d ops: %s", fn, len(ops), e)
+    def metadata(self, metadata: dict[str, Any]) -> None:
+        self.live.manifest["metadata"].update(metadata)
 
-    def _close(self, close: _Close) -> None:
+    def close(self, metadata: dict[str, Any] | None, interrupted: bool = False) -> None:
         left = self.assembler.open_ranges()
-        if left:
+        if left and not interrupted:
             log.info("prof_engine: %d marker range(s) still open at stop were left out", left)
         self.live.set_sources([asdict(self.source)])
-        self.live.close(close.metadata)
+        if interrupted:
+            self.live.manifest["state"] = INTERRUPTED
+            self.live.flush_manifest()
+        else:
+            self.live.close(metadata)
+
+
+def _reader(stream: BinaryIO, items: queue.Queue) -> None:
+    """Unpickle hand-offs into `items` (bounded: a writer far behind holds the program back)."""
+    while True:
+        try:
+            items.put(pickle.load(stream))
+        except EOFError:
+            items.put(None)  # the program is gone (or closed the pipe after Close)
+            return
+        except Exception as e:  # a torn hand-off from a dying program
+            log.error("prof_engine: the collector's writer cannot read a hand-off: %s", e)
+            items.put(None)
+            return
+
+
+def serve(stream: BinaryIO, ops_out: BinaryIO) -> None:
+    """The writer process's loop: batches of hand-offs until Close (or the program's end)."""
+    items: queue.Queue = queue.Queue(maxsize=QUEUE_ITEMS)
+    threading.Thread(target=_reader, args=(stream, items), daemon=True).start()
+    start = items.get()
+    if not isinstance(start, Start):
+        return
+    writer = BatchWriter(start)
+    _send(ops_out, READY)  # the program's start() waits for this: its first steps run beside a writer that is up
+    published = 0.0
+    while True:
+        batch = [items.get()]
+        deadline = published + PUBLISH_INTERVAL_S  # a batch costs ~0.1 s of SQL whatever its size
+        while len(batch) < BATCH_ITEMS and isinstance(batch[-1], (StepDone, TorchCycle)):
+            try:
+                batch.append(items.get(timeout=max(deadline - time.monotonic(), 0)))
+            except queue.Empty:
+                break
+        published = time.monotonic()
+        work = [i for i in batch if isinstance(i, (StepDone, TorchCycle))]
+        for meta in (i for i in batch if isinstance(i, dict)):
+            writer.metadata(meta)
+        if work:
+            _guarded(lambda: _send(ops_out, writer.write(work)))
+        if batch[-1] is None or isinstance(batch[-1], Close):
+            end = batch[-1]
+            _guarded(lambda: writer.close(end.metadata if end else None, interrupted=end is None))
+            return
+
+
+def _send(ops_out: BinaryIO, ops: list[tuple] | None) -> None:
+    if ops:
+        pickle.dump(ops, ops_out, protocol=pickle.HIGHEST_PROTOCOL)
+        ops_out.flush()
+
+
+def _guarded(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except BrokenPipeError:
+        pass  # the program stopped listening for ops; the run is still written
+    except Exception as e:  # a failed batch is dropped, the run goes on
+        log.error("prof_engine: the collector's writer lost a batch: %s: %s", type(e).__name__, e)
+
+
+def main() -> None:
+    """Entry of the writer process (`python -m prof_engine.collect.writer_process`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the program, which stops us in order
+    try:
+        os.nice(5)  # the program being profiled comes first
+    except OSError:
+        pass
+    logging.basicConfig(format="%(message)s", level=logging.WARNING, stream=sys.stderr)
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the stdin reader thread may still block on a read: no interpreter shutdown around it

@@ -78,16 +78,20 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
 
 
-def copy_tables(con: duckdb.DuckDBPyConnection, target: Path) -> dict[str, int]:
-    """Write each `final_<table>` view as a hive-partitioned dataset `target/<table>/`; rows per table."""
+def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | None = None) -> dict[str, int]:
+    """Write each `final_<table>` view as a hive-partitioned dataset `target/<table>/`; rows per table.
+    `only`: the tables to write (the others have nothing staged)."""
     rows = {}
     for name in schema.stored_tables():
+        if only is not None and name not in only:
+            rows[name] = 0
+            continue
         copy = (
             f"COPY (SELECT * FROM final_{name}) TO '{Path(target) / name}' (FORMAT parquet, COMPRESSION zstd, "
             "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"
         )
         (Path(target) / name).mkdir(parents=True)
-        rows[name] = int(con.execute(copy).fetchone()[0])
+        rows[name] = int(con.execute(copy).fetchall()[0][0])  # fetchall: leaves no result open on `con`
     return rows
 
 
@@ -103,7 +107,7 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     steps = con.execute(
         f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
     ).fetchall()
-    start, end = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchone()
+    ((start, end),) = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchall()
     return {
         "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
         "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],

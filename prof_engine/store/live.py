@@ -43,7 +43,7 @@ RECORDING, COMPLETE = "recording", "complete"
 class LiveRun:
     """The run directory at `out`, published batch by batch; see the module docstring.
 
-    Not thread-safe: one writer thread owns it. `sources` are the manifest's source entries (one
+    Not thread-safe: one writer owns it. `sources` are the manifest's source entries (one
     per rank that records into this run); `set_sources` replaces them as the writer learns more.
     """
 
@@ -55,6 +55,7 @@ class LiveRun:
         self._batches = 0
         self._written_at = 0.0
         self._dirty = False
+        self._con: duckdb.DuckDBPyConnection | None = None
         self._rows = {name: 0 for name in schema.stored_tables()}
         self._devices: dict[tuple[int, str], int] = {}
         self._steps: dict[tuple[int, int], list[int]] = {}
@@ -109,21 +110,28 @@ class LiveRun:
         new to this run: record ids are `file_index << 40 | seq`). `query`, if given, runs over
         the batch's `final_<table>` views before they go; its result is returned."""
         batch = Path(staging).parent
-        con = duckdb_connect(batch / "spill")
-        con.execute("SET threads = 1")  # the program being profiled needs the cores more than the writer
-        try:
-            stage_views(con, staging, files)
-            rows = copy_tables(con, batch / "out")
-            result = con.sql(query).to_arrow_table() if query else None
-            summary = summarise(con, batch / "out")
-        finally:
-            con.close()
+        con = self._connection()
+        stage_views(con, staging, files)
+        staged = {t.name for t in Path(staging).iterdir() if any(t.glob("*.parquet"))}
+        rows = copy_tables(con, batch / "out", staged)
+        result = con.sql(query).to_arrow_table() if query else None
+        summary = summarise(con, batch / "out")
         self._move_into_place(batch / "out")
         shutil.rmtree(batch, ignore_errors=True)
         self._account(rows, summary)
         if time.monotonic() - self._written_at >= self.manifest_interval_s:
             self._write_manifest()
         return result
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        """One DuckDB connection for every batch (connecting costs more than a small batch's SQL)."""
+        if self._con is None:
+            self._con = duckdb_connect(self.out / PENDING / "spill")
+            self._con.execute("SET threads = 1")  # the program being profiled needs the cores more
+        return self._con
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_con": None}  # a LiveRun travels to the writer process without one
 
     def _move_into_place(self, out: Path) -> None:
         tables = sorted(schema.stored_tables(), key=lambda t: t == "slices")  # slices last
@@ -169,6 +177,9 @@ class LiveRun:
             self.manifest["metadata"].update(metadata)
         self.manifest["state"] = COMPLETE
         self._write_manifest()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
         shutil.rmtree(self.out / PENDING, ignore_errors=True)
         return self.out
 

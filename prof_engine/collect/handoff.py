@@ -1,0 +1,132 @@
+"""The program's side of the writer: start the writer process, hand it each finished step.
+
+What the training thread does per step is one `put` on a bounded queue. A feeder thread pickles
+the hand-offs into the writer's stdin; when the program subscribed to ops, a listener thread reads
+their batches from the writer's stdout and calls the subscribers (in that thread). Only if the
+writer falls `QUEUE_ITEMS` hand-offs behind (here, and as many again in the writer) does a `put`
+wait, so memory stays bounded; a warning says so once.
+
+The writer is a child process (`python -m prof_engine.collect.writer_process`), not a thread: converting
+a step's records is Python work that, in a thread, holds the GIL the training loop needs (about
+doubling a small CPU loop's step time; see benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import prof_engine
+from prof_engine.collect.writer import QUEUE_ITEMS, READY, Close, OpRecord, Start, StepDone, TorchCycle
+from prof_engine.errors import CollectError
+from prof_engine.store import LiveRun, SourceFile
+
+log = logging.getLogger("prof_engine")
+
+_STOP = object()
+
+
+class Handoff:
+    """A running writer process for one run; `put` hand-offs, `close` to finish the run."""
+
+    def __init__(self, live: LiveRun, source: SourceFile, *, own_steps: bool,
+                 subscribers: list[Callable[[list[OpRecord]], Any]], keep_traces: bool = False) -> None:
+        self.subscribers = subscribers
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_ITEMS)
+        self._warned_full = False
+        self._broken = False
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(Path(prof_engine.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", "prof_engine.collect.writer_process"], env=env,
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as e:
+            raise CollectError(f"cannot start the collector's writer process ({e.strerror or e})") from None
+        self._queue.put(Start(live, source, own_steps, bool(subscribers), keep_traces))
+        self._feeder = threading.Thread(target=self._feed, name="prof_engine-handoff", daemon=True)
+        self._feeder.start()
+        self._wait_ready()
+        self._listener = None
+        if subscribers:
+            self._listener = threading.Thread(target=self._listen, name="prof_engine-ops", daemon=True)
+            self._listener.start()
+
+    def _wait_ready(self) -> None:
+        """Block until the writer has imported what it needs (~0.5 s), so it does not do that while
+        the program's first recorded steps run."""
+        try:
+            ready = pickle.load(self._proc.stdout)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            ready = None
+        if ready != READY:
+            self._queue.put(_STOP)
+            self._proc.wait()
+            raise CollectError(f"the collector's writer process failed to start (status {self._proc.returncode}); "
+                               "its error is above")
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def put(self, item: StepDone | TorchCycle | dict) -> None:
+        """Hand over an item; waits only when the writer is far behind."""
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            if not self._warned_full:
+                self._warned_full = True
+                log.warning("prof_engine: the collector's writer is %d hand-offs behind; the program waits for it "
+                            "(record fewer steps, or a lower level, to avoid this)", QUEUE_ITEMS)
+            self._queue.put(item)
+
+    def _feed(self) -> None:
+        pipe = self._proc.stdin
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            if self._broken:
+                continue
+            try:
+                pickle.dump(item, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+                pipe.flush()
+            except (BrokenPipeError, OSError) as e:
+                self._broken = True
+                log.error("prof_engine: the collector's writer process ended early (%s); this run stops growing", e)
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                rows = pickle.load(self._proc.stdout)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                return
+            ops = [OpRecord._make(r) for r in rows]
+            for fn in self.subscribers:
+                try:
+                    fn(ops)
+                except Exception as e:
+                    log.error("prof_engine: subscriber %r failed on a batch of %d ops: %s", fn, len(ops), e)
+
+    def close(self, metadata: dict[str, Any]) -> None:
+        """Hand over the end of the run and wait until the writer has written all of it."""
+        self._queue.put(Close(metadata))
+        self._queue.put(_STOP)
+        self._feeder.join()
+        self._proc.wait()
+        if self._listener is not None:
+            self._listener.join()
+        self._proc.stdout.close()
+        if self._proc.returncode:
+            log.error("prof_engine: the collector's writer process exited with status %d", self._proc.returncode)
