@@ -110,6 +110,7 @@ class Run:
             "source format": m["source"]["format"] + (f" (versions {', '.join(m['source']['versions'])})" if m["source"]["versions"] else ""),
             "sources": ", ".join(s["path"] for s in m["sources"]),
             "schema version": m["schema_version"],
+            "state": m.get("state", "complete"),  # collector runs: recording, complete or interrupted
             "created": m["created"],
             "ranks": ", ".join(map(str, m["ranks"])),
             "hosts": ", ".join(m.get("hosts", [])) or "-",

@@ -91,7 +91,8 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
     return found
 
 
-def _source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
+def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
+    """What the manifest keeps of one Chrome/Kineto trace file (rank, clock offset, devices, lanes)."""
     dist = header.get("distributedInfo") or {}
     rank = dist.get("rank") if isinstance(dist, dict) else None
     base = header.get("baseTimeNanoseconds")
@@ -196,7 +197,7 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
             lanes=list(conv.lanes.values()), info=info,
         )
     reader, conv = convert_file(unit.path, index, sink, step)
-    return _source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
+    return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
 
 
 def _check_ranks(infos: list[SourceFile]) -> None:
