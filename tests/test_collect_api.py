@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 import prof_engine
 from prof_engine import mstx

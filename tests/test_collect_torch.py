@@ -8,9 +8,7 @@ trace the collector converted.
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
