@@ -9,7 +9,10 @@ known only once the whole file is read (those keys may follow the events).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,7 +22,7 @@ import pyarrow as pa
 from prof_engine import schema
 from prof_engine.importers import classify
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event
-from prof_engine.importers.units import us_text_to_ns
+from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 
 Sink = Callable[[str, pa.RecordBatch], None]
 BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
@@ -68,6 +71,43 @@ _ARGS = msgspec.json.Decoder(Args)
 _NO_ARGS = Args()
 
 
+class _SliceArgs(msgspec.Struct, gc=False):
+    """The `args` keys the columnar path reads per slice. The shapes stay raw JSON text so that
+    their text can be converted once per distinct value (a trace repeats the same few shapes)."""
+
+    external_id: Any = msgspec.field(default=None, name="External id")
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+
+
+_SLICE_ARGS = msgspec.json.Decoder(list[_SliceArgs])
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """The `args` keys of a Kineto `[memory]` instant (see `ChromeConverter._memory`)."""
+
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    nbytes: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    addr: Any = msgspec.field(default=None, name="Addr")
+
+
+_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
+_NO_MEMORY_ARGS = _MemoryArgs()
+_NO_SLICE_ARGS = _SliceArgs()
+_FLOW_PHASES = frozenset("stf")
+_INSTANT_PHASES = frozenset("iIn")
+_EVENT_HOOKS = ("describe", "after_slice", "point_device", "_slice", "_flow", "_instant", "_memory")
+_COLUMNAR_PHASES = frozenset({"X"}) | _FLOW_PHASES | _INSTANT_PHASES
+
+
 def _int(v: Any) -> int | None:
     if isinstance(v, bool) or v is None:
         return None
@@ -81,6 +121,33 @@ def _int(v: Any) -> int | None:
 
 def _text(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+_NONE = type(None)
+
+
+def _field(values: list, name: str) -> list:
+    """One attribute of each event or args struct, as a column (a C-level loop via `map`)."""
+    return list(map(attrgetter(name), values))
+
+
+def _ints(values: list) -> list[int | None]:
+    """`_int` over a column. A column of ints and None (the usual case) is returned as it is,
+    after one C-level pass over the types."""
+    if set(map(type, values)) <= {int, _NONE}:
+        return values
+    return [v if v.__class__ is int or v is None else _int(v) for v in values]
+
+
+def _texts(values: list) -> list[str | None]:
+    """`_text` over a column, with C-level passes for the usual all-str and all-int columns."""
+    types = set(map(type, values))
+    if types <= {str, _NONE}:
+        return values
+    if types == {int}:  # Kineto's pid and tid: a few distinct ints, converted once each
+        text = {v: str(v) for v in set(values)}
+        return list(map(text.__getitem__, values))
+    return [v if v.__class__ is str or v is None else str(v) for v in values]
 
 
 def shapes_text(dims: Any) -> str | None:
@@ -97,6 +164,75 @@ def shapes_text(dims: Any) -> str | None:
         return "" if d is None else str(d)
 
     return ";".join(one(d) for d in dims)
+
+
+def _decode_slice_args(raws: list[bytes]) -> list[_SliceArgs]:
+    """Decode the non-empty `args` of a chunk's slices with one msgspec call (one JSON array)."""
+    if b"" not in raws:
+        return _SLICE_ARGS.decode(b"[" + b",".join(raws) + b"]")
+    present = [r for r in raws if r]
+    if not present:
+        return [_NO_SLICE_ARGS] * len(raws)
+    decoded = iter(_SLICE_ARGS.decode(b"[" + b",".join(present) + b"]"))
+    return [next(decoded) if r else _NO_SLICE_ARGS for r in raws]
+
+
+def _gpu(a: _SliceArgs, ev: Event) -> str:
+    """Device of a device-category slice, as in `ChromeConverter.describe`."""
+    dev = _int(a.device)
+    return f"gpu{dev if dev is not None else _int(ev.pid) or 0}"
+
+
+def _memory_device(a: Args | _MemoryArgs) -> str:
+    """Device of a `[memory]` event from its c10 device type and index."""
+    kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
+    dev_id = _int(a.device_id)
+    return "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
+
+
+# Memo tables for the columnar path. Their results depend on the key alone; a trace has few
+# distinct (category, name) pairs and shapes, so each is computed once instead of per event.
+_KINDS: dict[tuple[str | None, str], str] = {}
+_SHAPES: dict[bytes, str | None] = {}
+_TYPES: dict[bytes, str | None] = {}
+_MEMO_MAX = 200_000  # entries; a memo is emptied when it reaches this (unbounded names, e.g. kernels)
+
+
+def _positions(values: list, x: Any) -> list[int]:
+    """Indices of `x` in `values`, found by C-level `list.index` (for rare values like steps)."""
+    out: list[int] = []
+    try:
+        while True:
+            out.append(values.index(x, out[-1] + 1 if out else 0))
+    except ValueError:
+        return out
+
+
+def _kinds(cats: list[str | None], names: list[str]) -> list[str]:
+    """`classify.kind_of` (without a collective arg) over a column, memoised per (category, name)."""
+    if len(_KINDS) > _MEMO_MAX:
+        _KINDS.clear()
+    kinds = list(map(_KINDS.get, zip(cats, names)))
+    if None in kinds:  # new pairs: classify each distinct one once, then look the column up again
+        for cat, name in {key for k, key in zip(kinds, zip(cats, names)) if k is None}:
+            _KINDS[cat, name] = classify.kind_of(cat, name, False)
+        kinds = list(map(_KINDS.__getitem__, zip(cats, names)))
+    return kinds
+
+
+def _memo_column(memo: dict[bytes, str | None], raws: list[bytes],
+                 text: Callable[[Any], str | None]) -> list[str | None]:
+    """`text(decoded JSON)` over a column of raw JSON values, computed once per distinct raw text
+    (a trace repeats the same few shapes and types); b"" (the key is absent) gives None."""
+    if len(memo) > _MEMO_MAX:
+        memo.clear()
+    for raw in set(raws).difference(memo):
+        memo[raw] = text(msgspec.json.decode(raw)) if raw else None
+    return list(map(memo.__getitem__, raws))
+
+
+def _types_text(value: Any) -> str | None:
+    return ";".join(map(str, value)) if isinstance(value, list) else None
 
 
 class Described(NamedTuple):
@@ -142,19 +278,54 @@ class ChromeConverter:
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
         self.open_begins: dict[tuple[str, str], list[Event]] = {}
         self.counts: dict[str, int] = {}
+        # The columnar fast path reproduces the base class's per-event hooks; a subclass that
+        # overrides any of them (Ascend, msprof) keeps the event-by-event path.
+        self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
 
     def feed(self, events: list[Event]) -> None:
-        handlers = {"X": self._slice, "B": self._begin, "E": self._end, "i": self._instant, "I": self._instant,
-                    "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
-                    "M": self._meta}
-        for ev in events:
-            h = handlers.get(ev.ph)
-            if h is not None:
-                h(ev)
-            self.counts[ev.ph] = self.counts.get(ev.ph, 0) + 1
+        phases = _field(events, "ph")
+        counts = Counter(phases)
+        if self.columnar and "B" not in counts and "E" not in counts:
+            self._feed_columnar(events, phases, counts)
+        else:
+            handlers = self._handlers()
+            for ev in events:
+                h = handlers.get(ev.ph)
+                if h is not None:
+                    h(ev)
+        for ph, n in counts.items():
+            self.counts[ph] = self.counts.get(ph, 0) + n
         for t in self.tables.values():
             if len(t) >= BATCH_ROWS:
                 t.flush()
+
+    def _handlers(self) -> dict[str, Callable[[Event], None]]:
+        return {"X": self._slice, "B": self._begin, "E": self._end, "i": self._instant, "I": self._instant,
+                "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
+                "M": self._meta}
+
+    def _feed_columnar(self, events: list[Event], phases: list[str], counts: Counter[str]) -> None:
+        """The plain Chrome/Kineto chunk: X slices and flows (~90 % of a Kineto trace) are built a
+        column at a time, the rest event by event. Only B/E pairs interleave slice ids with other
+        events, so chunks with them take the event-by-event path; otherwise each table gets the
+        same rows in the same order (ids included) as `_slice` / `_flow` would give it."""
+        n_slices, n_flows, n_instants = (sum(map(counts.get, ps, [0] * len(ps)))
+                                         for ps in ("X", _FLOW_PHASES, _INSTANT_PHASES))
+        slices = events if n_slices == len(events) else list(compress(events, map("X".__eq__, phases)))
+        flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases))) if n_flows else []
+        instants = list(compress(events, map(_INSTANT_PHASES.__contains__, phases))) if n_instants else []
+        if n_slices + n_flows + n_instants < len(events):
+            handlers = self._handlers()
+            for ev in events:
+                h = handlers.get(ev.ph) if ev.ph not in _COLUMNAR_PHASES else None
+                if h is not None:
+                    h(ev)
+        if slices:
+            self._slice_columns(slices)
+        if flows:
+            self._flow_columns(flows)
+        if instants:
+            self._instant_columns(instants)
 
     def finish(self) -> None:
         for t in self.tables.values():
@@ -174,7 +345,7 @@ class ChromeConverter:
             stream=_int(a.stream) if on_device else None,
             correlation=_int(a.correlation),
             input_shapes=shapes_text(a.input_dims),
-            input_types=";".join(map(str, a.input_type)) if isinstance(a.input_type, list) else None,
+            input_types=_types_text(a.input_type),
         )
 
     def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
@@ -213,6 +384,129 @@ class ChromeConverter:
         c["input_types"].append(d.input_types)
         c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
+
+    def _slice_columns(self, events: list[Event]) -> None:
+        """`_slice` with the base `describe` and `after_slice` over a chunk's X events, a column
+        at a time: the same rows, ids and comm rows, with per-value work done once per column."""
+        ts = us_texts_to_ns(_field(events, "ts"))
+        cats = _texts(_field(events, "cat"))
+        if None in ts or not classify.SKIPPED_CATEGORIES.isdisjoint(cats):
+            keep = [i for i, (t, cat) in enumerate(zip(ts, cats))
+                    if t is not None and cat not in classify.SKIPPED_CATEGORIES]
+            events, ts, cats = [events[i] for i in keep], [ts[i] for i in keep], [cats[i] for i in keep]
+        if not events:
+            return
+        raws = list(map(bytes, _field(events, "args")))
+        args = _decode_slice_args(raws)
+        names = _texts(_field(events, "name"))
+        if None in names:
+            names = [v or "" for v in names]
+        n, first = len(events), self.seq + 1
+        on_device = list(compress(range(n), map(classify.DEVICE_CATEGORIES.__contains__, cats)))
+        devices, streams = ["host"] * n, [None] * n
+        for i in on_device:
+            devices[i], streams[i] = _gpu(args[i], events[i]), _int(args[i].stream)
+        collective = _field(args, "collective")
+        c = self.tables["slices"].cols
+        c["id"].extend(range(first, first + n))
+        c["rank"].extend([self.file_index] * n)
+        c["device"].extend(devices)
+        self._kind_columns(c, cats, names, collective)
+        c["name"].extend(names)
+        c["category"].extend(cats)
+        c["ts"].extend(ts)
+        durs = us_texts_to_ns(_field(events, "dur"))
+        c["dur"].extend(durs if None not in durs and min(durs) >= 0 else [max(d or 0, 0) for d in durs])
+        c["pid"].extend(_texts(_field(events, "pid")))
+        c["tid"].extend(_texts(_field(events, "tid")))
+        c["stream"].extend(streams)
+        c["correlation"].extend(_ints(_field(args, "correlation")))
+        c["external_id"].extend(_ints(_field(args, "external_id")))
+        nones = [None] * n
+        for k in ("op_type", "task_type", "depth", "parent_id", "self_dur", "launch_id"):
+            c[k].extend(nones)
+        c["input_shapes"].extend(_memo_column(_SHAPES, list(map(bytes, _field(args, "input_dims"))), shapes_text))
+        c["input_types"].extend(_memo_column(_TYPES, list(map(bytes, _field(args, "input_type"))), _types_text))
+        texts = list(map(bytes.decode, raws))
+        c["args"].extend([t or None for t in texts] if b"" in raws else texts)
+        self._comm_columns(args, raws, devices, collective, first)
+        self.seq = first + n - 1
+
+    @staticmethod
+    def _kind_columns(c: dict[str, list], cats: list[str | None], names: list[str], collective: list) -> None:
+        """The kind and step columns: `classify.kind_of` once per distinct (category, name), then
+        the few rows with a `Collective name` arg redone (they may be comm kernels)."""
+        kinds = _kinds(cats, names)
+        if collective.count(None) < len(collective):
+            for i, coll in enumerate(collective):
+                if coll is not None:
+                    kinds[i] = classify.kind_of(cats[i], names[i], True)
+        steps = [None] * len(kinds)
+        for i in _positions(kinds, "step"):
+            steps[i] = classify.step_number(names[i])
+        c["kind"].extend(kinds)
+        c["step"].extend(steps)
+
+    def _comm_columns(self, args: list[_SliceArgs], raws: list[bytes], devices: list[str], collective: list,
+                      first: int) -> None:
+        """`after_slice` for the chunk: comm rows for slices with collective or process-group args."""
+        groups = [a.pg_name for a in args]
+        if collective.count(None) == len(args) and groups.count(None) == len(args):
+            return
+        for i, (coll, group) in enumerate(zip(collective, groups)):
+            if coll is not None or group is not None:
+                self.seq = first + i
+                self._comm(_ARGS.decode(raws[i]), devices[i])
+
+    def _flow_columns(self, events: list[Event]) -> None:
+        """`_flow` (base `point_device`: the host) over a chunk's flow events, a column at a time."""
+        ts = us_texts_to_ns(_field(events, "ts"))
+        ids = _field(events, "id")
+        if None in ts or None in ids:
+            keep = [i for i, (t, fid) in enumerate(zip(ts, ids)) if t is not None and fid is not None]
+            events, ts, ids = [events[i] for i in keep], [ts[i] for i in keep], [ids[i] for i in keep]
+        n = len(events)
+        c = self.tables["flows"].cols
+        c["rank"].extend([self.file_index] * n)
+        c["device"].extend(["host"] * n)
+        c["step"].extend([None] * n)
+        c["category"].extend([v or "" for v in _texts(_field(events, "cat"))])
+        c["flow_id"].extend(_texts(ids))
+        c["phase"].extend(_field(events, "ph"))
+        c["ts"].extend(ts)
+        c["pid"].extend(_texts(_field(events, "pid")))
+        c["tid"].extend(_texts(_field(events, "tid")))
+
+    def _instant_columns(self, events: list[Event]) -> None:
+        """`_instant` over a chunk's instants: `[memory]` ones (allocator events, most of them in a
+        Kineto trace) a column at a time, marks one by one."""
+        ts = us_texts_to_ns(_field(events, "ts"))
+        names = [v or "" for v in _texts(_field(events, "name"))]
+        memory = [i for i, (t, nm) in enumerate(zip(ts, names)) if t is not None and nm == "[memory]"]
+        for ev, t, nm in zip(events, ts, names):
+            if t is not None and nm != "[memory]":
+                self._mark(ev, t, nm)
+        if not memory:
+            return
+        raws = [bytes(events[i].args) for i in memory]
+        present = [r for r in raws if r]
+        decoded = iter(_MEMORY_ARGS.decode(b"[" + b",".join(present) + b"]") if present else [])
+        args = [next(decoded) if r else _NO_MEMORY_ARGS for r in raws]
+        nbytes = _ints([a.nbytes for a in args])
+        rows = [(events[i], ts[i], a, nb) for i, a, nb in zip(memory, args, nbytes) if nb is not None]
+        n = len(rows)
+        c = self.tables["memory_events"].cols
+        c["rank"].extend([self.file_index] * n)
+        c["device"].extend([_memory_device(a) for _, _, a, _ in rows])
+        c["step"].extend([None] * n)
+        c["ts"].extend([t for _, t, _, _ in rows])
+        c["pid"].extend(_texts([ev.pid for ev, _, _, _ in rows]))
+        c["tid"].extend(_texts([ev.tid for ev, _, _, _ in rows]))
+        c["op_name"].extend([None] * n)
+        c["addr"].extend(_ints([a.addr for _, _, a, _ in rows]))
+        c["bytes"].extend([nb for _, _, _, nb in rows])
+        c["total_allocated"].extend(_ints([a.total_allocated for _, _, a, _ in rows]))
+        c["total_reserved"].extend(_ints([a.total_reserved for _, _, a, _ in rows]))
 
     def point_device(self, ev: Event) -> str:
         """Device of an instant, counter or flow event (Chrome traces: the host)."""
@@ -265,6 +559,10 @@ class ChromeConverter:
         if name == "[memory]":
             self._memory(ev, ts, _ARGS.decode(raw_args) if raw_args else _NO_ARGS)
             return
+        self._mark(ev, ts, name)
+
+    def _mark(self, ev: Event, ts: int, name: str) -> None:
+        raw_args = bytes(ev.args)
         c = self.tables["marks"].cols
         c["rank"].append(self.file_index)
         c["device"].append(self.point_device(ev))
@@ -281,12 +579,9 @@ class ChromeConverter:
         nbytes = _int(a.nbytes)
         if nbytes is None:
             return
-        kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
-        dev_id = _int(a.device_id)
-        device = "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
         c = self.tables["memory_events"].cols
         c["rank"].append(self.file_index)
-        c["device"].append(device)
+        c["device"].append(_memory_device(a))
         c["step"].append(None)
         c["ts"].append(ts)
         c["pid"].append(_text(ev.pid))

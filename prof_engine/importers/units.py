@@ -11,6 +11,8 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
@@ -34,6 +36,32 @@ def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
         return int((Decimal(s.decode()) * 1000).to_integral_value(ROUND_HALF_EVEN))
     except (InvalidOperation, UnicodeDecodeError, ValueError):
         raise ValueError(f"not a time in µs: {s[:40]!r}") from None
+
+
+# µs text the bulk parser takes: 1 to 15 digits, '.', exactly 3 decimals (≤ 18 digits: fits int64).
+_PLAIN_US = r"^[0-9]{1,15}\.[0-9]{3}$"
+
+
+def us_texts_to_ns(texts: list) -> list[int | None]:
+    """`us_text_to_ns` over a column, for the hot import path: one Arrow pass instead of a Python
+    call per value. Plain `12.345` text becomes ns by dropping the '.' and casting the digits to
+    int64 (exact, no float); anything else (more decimals, quotes, exponents) goes through
+    `us_text_to_ns` one by one, so the results and errors are the same."""
+    if not texts:
+        return []
+    # One buffer, split by Arrow: a JSON value's raw text has no literal newline unless it is an
+    # object or array (not a time); then the split miscounts and each value is parsed alone.
+    arr = pc.split_pattern(pa.array([b"\n".join(texts)], pa.binary()), b"\n").flatten()
+    if len(arr) != len(texts):
+        return [us_text_to_ns(t) for t in texts]
+    plain = pc.match_substring_regex(arr, _PLAIN_US)
+    digits = pc.if_else(plain, pc.replace_substring(arr, ".", "", max_replacements=1), None)
+    out = pc.cast(digits.cast(pa.string()), pa.int64()).to_pylist()
+    if plain.false_count or plain.null_count:
+        for i, ok in enumerate(plain.to_pylist()):
+            if not ok:
+                out[i] = us_text_to_ns(texts[i])
+    return out
 
 
 def us_float_to_ns(value: float | int | None) -> int | None:
