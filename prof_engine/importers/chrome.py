@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from itertools import compress
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,6 +20,10 @@ import pyarrow as pa
 
 from prof_engine import schema
 from prof_engine.importers import classify
+from prof_engine.importers.columns import (  # _int, _text, shapes_text: other importers take them from here
+    _MEMORY_ARGS, _NO_MEMORY_ARGS, _SHAPES, _TYPES, _decode_slice_args, _field, _gpu, _int, _ints, _kinds,
+    _memo_column, _memory_device, _positions, _SliceArgs, _text, _texts, _types_text, shapes_text,
+)
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event
 from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 
@@ -71,168 +74,10 @@ _ARGS = msgspec.json.Decoder(Args)
 _NO_ARGS = Args()
 
 
-class _SliceArgs(msgspec.Struct, gc=False):
-    """The `args` keys the columnar path reads per slice. The shapes stay raw JSON text so that
-    their text can be converted once per distinct value (a trace repeats the same few shapes)."""
-
-    external_id: Any = msgspec.field(default=None, name="External id")
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
-    collective: Any = msgspec.field(default=None, name="Collective name")
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
-
-
-_SLICE_ARGS = msgspec.json.Decoder(list[_SliceArgs])
-
-
-class _MemoryArgs(msgspec.Struct, gc=False):
-    """The `args` keys of a Kineto `[memory]` instant (see `ChromeConverter._memory`)."""
-
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    nbytes: Any = msgspec.field(default=None, name="Bytes")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    addr: Any = msgspec.field(default=None, name="Addr")
-
-
-_MEMORY_ARGS = msgspec.json.Decoder(list[_MemoryArgs])
-_NO_MEMORY_ARGS = _MemoryArgs()
-_NO_SLICE_ARGS = _SliceArgs()
 _FLOW_PHASES = frozenset("stf")
 _INSTANT_PHASES = frozenset("iIn")
 _EVENT_HOOKS = ("describe", "after_slice", "point_device", "_slice", "_flow", "_instant", "_memory")
 _COLUMNAR_PHASES = frozenset({"X"}) | _FLOW_PHASES | _INSTANT_PHASES
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
-        return v
-    try:
-        return int(str(v).strip(), 0)
-    except ValueError:
-        return None
-
-
-def _text(v: Any) -> str | None:
-    return None if v is None else str(v)
-
-
-_NONE = type(None)
-
-
-def _field(values: list, name: str) -> list:
-    """One attribute of each event or args struct, as a column (a C-level loop via `map`)."""
-    return list(map(attrgetter(name), values))
-
-
-def _ints(values: list) -> list[int | None]:
-    """`_int` over a column. A column of ints and None (the usual case) is returned as it is,
-    after one C-level pass over the types."""
-    if set(map(type, values)) <= {int, _NONE}:
-        return values
-    return [v if v.__class__ is int or v is None else _int(v) for v in values]
-
-
-def _texts(values: list) -> list[str | None]:
-    """`_text` over a column, with C-level passes for the usual all-str and all-int columns."""
-    types = set(map(type, values))
-    if types <= {str, _NONE}:
-        return values
-    if types == {int}:  # Kineto's pid and tid: a few distinct ints, converted once each
-        text = {v: str(v) for v in set(values)}
-        return list(map(text.__getitem__, values))
-    return [v if v.__class__ is str or v is None else str(v) for v in values]
-
-
-def shapes_text(dims: Any) -> str | None:
-    """Kineto `Input Dims` ([[8,32,64],[],[[3]]]) → msprof style `8,32,64;;3`."""
-    if not isinstance(dims, list):
-        return None
-
-    def one(d: Any) -> str:
-        if isinstance(d, list):
-            flat: list[str] = []
-            for x in d:
-                flat.append(one(x) if isinstance(x, list) else str(x))
-            return ",".join(flat)
-        return "" if d is None else str(d)
-
-    return ";".join(one(d) for d in dims)
-
-
-def _decode_slice_args(raws: list[bytes]) -> list[_SliceArgs]:
-    """Decode the non-empty `args` of a chunk's slices with one msgspec call (one JSON array)."""
-    if b"" not in raws:
-        return _SLICE_ARGS.decode(b"[" + b",".join(raws) + b"]")
-    present = [r for r in raws if r]
-    if not present:
-        return [_NO_SLICE_ARGS] * len(raws)
-    decoded = iter(_SLICE_ARGS.decode(b"[" + b",".join(present) + b"]"))
-    return [next(decoded) if r else _NO_SLICE_ARGS for r in raws]
-
-
-def _gpu(a: _SliceArgs, ev: Event) -> str:
-    """Device of a device-category slice, as in `ChromeConverter.describe`."""
-    dev = _int(a.device)
-    return f"gpu{dev if dev is not None else _int(ev.pid) or 0}"
-
-
-def _memory_device(a: Args | _MemoryArgs) -> str:
-    """Device of a `[memory]` event from its c10 device type and index."""
-    kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
-    dev_id = _int(a.device_id)
-    return "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
-
-
-# Memo tables for the columnar path. Their results depend on the key alone; a trace has few
-# distinct (category, name) pairs and shapes, so each is computed once instead of per event.
-_KINDS: dict[tuple[str | None, str], str] = {}
-_SHAPES: dict[bytes, str | None] = {}
-_TYPES: dict[bytes, str | None] = {}
-_MEMO_MAX = 200_000  # entries; a memo is emptied when it reaches this (unbounded names, e.g. kernels)
-
-
-def _positions(values: list, x: Any) -> list[int]:
-    """Indices of `x` in `values`, found by C-level `list.index` (for rare values like steps)."""
-    out: list[int] = []
-    try:
-        while True:
-            out.append(values.index(x, out[-1] + 1 if out else 0))
-    except ValueError:
-        return out
-
-
-def _kinds(cats: list[str | None], names: list[str]) -> list[str]:
-    """`classify.kind_of` (without a collective arg) over a column, memoised per (category, name)."""
-    if len(_KINDS) > _MEMO_MAX:
-        _KINDS.clear()
-    kinds = list(map(_KINDS.get, zip(cats, names)))
-    if None in kinds:  # new pairs: classify each distinct one once, then look the column up again
-        for cat, name in {key for k, key in zip(kinds, zip(cats, names)) if k is None}:
-            _KINDS[cat, name] = classify.kind_of(cat, name, False)
-        kinds = list(map(_KINDS.__getitem__, zip(cats, names)))
-    return kinds
-
-
-def _memo_column(memo: dict[bytes, str | None], raws: list[bytes],
-                 text: Callable[[Any], str | None]) -> list[str | None]:
-    """`text(decoded JSON)` over a column of raw JSON values, computed once per distinct raw text
-    (a trace repeats the same few shapes and types); b"" (the key is absent) gives None."""
-    if len(memo) > _MEMO_MAX:
-        memo.clear()
-    for raw in set(raws).difference(memo):
-        memo[raw] = text(msgspec.json.decode(raw)) if raw else None
-    return list(map(memo.__getitem__, raws))
-
-
-def _types_text(value: Any) -> str | None:
-    return ";".join(map(str, value)) if isinstance(value, list) else None
 
 
 class Described(NamedTuple):
