@@ -216,15 +216,12 @@ class AscendConverter(ChromeConverter):
 
     def _comm_row(self, device: str, collective: str | None, dtype: str | None, count: int | None,
                   nbytes: int | None, a: Args | None) -> None:
-        c = self.tables["comm"].cols
-        values = {
+        self.add_row("comm", {
             "slice_id": self.seq, "rank": self.file_index, "device": device, "step": None,
             "collective": collective, "dtype": dtype, "in_nelems": count, "bytes": nbytes,
             "src_rank": _rank_or_none(a.src_rank) if a else None, "dst_rank": _rank_or_none(a.dst_rank) if a else None,
             "transport": _text(a.transport) if a else None,
-        }
-        for col, vals in c.items():
-            vals.append(values.get(col))
+        })
 
 
 def _rank_or_none(v: Any) -> int | None:
@@ -297,21 +294,18 @@ def device_index(output_dir: Path) -> int:
 
 def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
     """Device tasks straight from kernel_details.csv (no trace): step from its Step Id column."""
-    c = conv.tables["slices"].cols
     for r in rows:
         start, dur = us_text_to_ns(r["Start"] or ""), us_text_to_ns(r["Duration"] or "")
         if start is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
         conv.seq += 1
-        values = {
+        conv.add_row("slices", {
             "id": conv.seq, "rank": conv.file_index, "device": f"npu{conv.device_index}", "step": _int(r.get("Step")),
             "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
             "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
             "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
-        }
-        for col, vals in c.items():
-            vals.append(values.get(col))
+        })
 
 
 def convert_memory(output_dir: Path, conv: ChromeConverter) -> None:

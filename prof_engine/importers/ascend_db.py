@@ -39,7 +39,7 @@ from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind
 from prof_engine.importers.ascend_db_memory import convert_db_memory
-from prof_engine.importers.chrome import BATCH_ROWS, ChromeConverter, Sink
+from prof_engine.importers.chrome import ChromeConverter, Sink
 
 DB_NAME = re.compile(r"ascend_(pytorch|mindspore)_profiler(_\d+)?\.db")
 FETCH_ROWS = 20_000
@@ -167,22 +167,15 @@ class DbConverter(ChromeConverter):
             progress(self.db.path.stat().st_size)
 
     # -- rows -----------------------------------------------------------------------------------
-    def _row(self, table: str, values: dict[str, Any]) -> None:
-        t = self.tables[table]
-        for col, vals in t.cols.items():
-            vals.append(values.get(col))
-        if len(t) >= BATCH_ROWS:
-            t.flush()
-
     def _add_slice(self, source: str, kind: str, name: str, ts: int, end: int, **values: Any) -> None:
         self.seq += 1
         self.counts[source] = self.counts.get(source, 0) + 1
         values.update(id=self.seq, rank=self.file_index, kind=kind, name=name, ts=ts, dur=max(end - ts, 0),
                       step=classify.step_number(name) if kind == "step" else None)
-        self._row("slices", values)
+        self.add_row("slices", values)
 
     def _add_comm(self, device: str, **values: Any) -> None:
-        self._row("comm", dict(values, slice_id=self.seq, rank=self.file_index, device=device))
+        self.add_row("comm", dict(values, slice_id=self.seq, rank=self.file_index, device=device))
 
     def _lane(self, pid: str, tid: str | None, process: str, labels: str, thread: str | None) -> None:
         if (pid, "") not in self.lanes:

@@ -43,7 +43,7 @@ def _device(conv: Any, dev: Any) -> str:
 def _counter(conv: Any, device: str, name: str, ts: int, values: dict[str, Any]) -> None:
     for series, value in values.items():
         if value is not None:
-            conv._row("counters", {"rank": conv.file_index, "device": device, "step": None, "name": name,
+            conv.add_row("counters", {"rank": conv.file_index, "device": device, "step": None, "name": name,
                                    "series": series, "ts": ts, "value": float(value), "pid": None})
 
 
@@ -109,7 +109,7 @@ def _op_memory(db: Any, conv: Any) -> None:
                                             (release, -1, rel_total, rel_reserved)):
             if when is None or (size < 0 and sign > 0):
                 continue
-            conv._row("memory_events", {
+            conv.add_row("memory_events", {
                 "rank": conv.file_index, "device": device, "step": None, "ts": when, "pid": None, "tid": None,
                 "op_name": name, "addr": None, "bytes": abs(size) * sign,
                 "total_allocated": None if total is None else int(total),

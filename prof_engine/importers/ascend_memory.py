@@ -44,7 +44,6 @@ def _rows(path: Path, columns: dict[str, tuple[str, ...]]) -> list[dict[str, str
 
 def convert_memory(output_dir: Path, conv) -> None:
     """Add the memory files of `output_dir` (ASCEND_PROFILER_OUTPUT) to converter `conv`'s tables."""
-    counters = conv.tables["counters"].cols
     for fname, prefix in (("memory_record.csv", "memory"), ("npu_module_mem.csv", "module_memory")):
         for r in _rows(output_dir / fname, RECORD):
             ts = us_text_to_ns(r["Timestamp"] or "")
@@ -54,11 +53,9 @@ def convert_memory(output_dir: Path, conv) -> None:
                 value = _bytes(r.get(series))
                 if value is None:
                     continue
-                for col, v in (("rank", conv.file_index), ("device", _device(r["Device"])), ("step", None),
-                               ("name", f"{prefix}/{r['Component']}"), ("series", series), ("ts", ts),
-                               ("value", value), ("pid", None)):
-                    counters[col].append(v)
-    memory = conv.tables["memory_events"].cols
+                conv.add_row("counters", {"rank": conv.file_index, "device": _device(r["Device"]),
+                                          "name": f"{prefix}/{r['Component']}", "series": series, "ts": ts,
+                                          "value": value})
     for r in _rows(output_dir / "operator_memory.csv", OPERATOR):
         size = float(r["Size"]) * 1024 if r["Size"] is not None else None
         if size is None:
@@ -68,11 +65,10 @@ def convert_memory(output_dir: Path, conv) -> None:
             ts = us_text_to_ns(r[when] or "")
             if ts is None or (size < 0 and sign > 0):
                 continue
-            row = {"rank": conv.file_index, "device": _device(r["Device"]), "step": None, "ts": ts, "pid": None,
-                   "tid": None, "op_name": r["Name"], "addr": None, "bytes": int(round(abs(size))) * sign,
-                   "total_allocated": _int_or_none(_bytes(r[total])), "total_reserved": _int_or_none(_bytes(r[reserved]))}
-            for col, vals in memory.items():
-                vals.append(row[col])
+            conv.add_row("memory_events", {
+                "rank": conv.file_index, "device": _device(r["Device"]), "ts": ts, "op_name": r["Name"],
+                "bytes": int(round(abs(size))) * sign, "total_allocated": _int_or_none(_bytes(r[total])),
+                "total_reserved": _int_or_none(_bytes(r[reserved]))})
 
 
 def _int_or_none(v: float | None) -> int | None:

@@ -172,6 +172,14 @@ class ChromeConverter:
         if instants:
             self._instant_columns(instants)
 
+    def add_row(self, table: str, values: dict[str, Any]) -> None:
+        """Append one row to `table` (columns missing from `values` are NULL), flushing full buffers."""
+        t = self.tables[table]
+        for col, vals in t.cols.items():
+            vals.append(values.get(col))
+        if len(t) >= BATCH_ROWS:
+            t.flush()
+
     def finish(self) -> None:
         for t in self.tables.values():
             t.flush()
