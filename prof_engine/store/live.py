@@ -186,7 +186,8 @@ class LiveRun:
 
 def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """`manifest` with rows, devices, steps and time span recomputed from the run's partition files
-    (for a run still `recording`: its program runs on, or was killed before it could close it)."""
+    (for a run still `recording` or `interrupted`: files may have been published after its last
+    manifest write)."""
     con = duckdb.connect()
     try:
         rows = {}

@@ -32,7 +32,9 @@ def read_manifest(run: Path) -> dict[str, Any]:
             f"{run}: schema version {version or '?'} is not readable by this prof-engine "
             f"(reads {schema_version()}); re-import the source"
         )
-    if manifest.get("state") == "recording":  # written live: its program runs on, or was killed
+    # Written live and not closed cleanly (its program runs on, or it or its writer was killed):
+    # the partition files, published one by one, are the truth; the manifest may lag behind them.
+    if manifest.get("state") in ("recording", "interrupted"):
         from prof_engine.store.live import refresh
 
         manifest = refresh(run, manifest)
