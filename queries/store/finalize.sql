@@ -10,7 +10,7 @@
 -- Output: views final_<table>, one per canonical table, with every column filled in.
 --
 -- Algorithm:
---   1. Steps are the `step` records of each rank; a host record belongs to the step whose
+--   1. Steps are the host `step` records of each rank; a host record belongs to the step whose
 --      [start, end) contains its start (ASOF join on start).
 --   2. Nesting on one thread, in two layers that do not mix: host ops with API calls, and user
 --      ranges (whose depth the source did not state). Emit +1 at each start and -1 at each end,
@@ -27,8 +27,15 @@ CREATE OR REPLACE TEMP VIEW _s AS
 SELECT s.* REPLACE (f.rank AS rank, s.ts + f.offset_ns AS ts)
 FROM staging_slices s JOIN files f ON s.rank = f.file;
 
+-- The host's step records define a rank's steps; a GPU trace also has each step as a device range
+-- (Kineto's gpu_user_annotation ProfilerStep#N), shorter than the host's, which must not cut the
+-- host's span short. A rank with no host step records takes its steps from its devices' ones.
 CREATE OR REPLACE TEMP TABLE _steps AS
-SELECT rank, step, ts AS start_ns, ts + dur AS end_ns FROM _s WHERE kind = 'step';
+WITH st AS (SELECT rank, device, step, ts, dur FROM _s WHERE kind = 'step'),
+host_ranks AS (SELECT DISTINCT rank FROM st WHERE device = 'host')
+SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM st
+WHERE device = 'host' OR rank NOT IN (SELECT rank FROM host_ranks)
+GROUP BY rank, step;
 
 CREATE OR REPLACE TEMP TABLE _nest_input AS
 SELECT id, rank, pid, tid, (kind = 'user_range')::INTEGER AS layer, ts, dur FROM _s
