@@ -22,7 +22,7 @@ from typing import Any
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -162,7 +162,7 @@ class AscendConverter(ChromeConverter):
         self.label: dict[str, str] = {}
         self.thread: dict[tuple[str, str], str] = {}
         for ev in meta:
-            args = json.loads(bytes(ev.args)) if bytes(ev.args) else {}
+            args = json.loads(args_text(ev)) if args_text(ev) else {}
             pid = _text(ev.pid) or ""
             if ev.name == "process_name":
                 self.process[pid] = str(args.get("name", ""))

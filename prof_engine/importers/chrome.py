@@ -19,12 +19,12 @@ import msgspec
 import pyarrow as pa
 
 from prof_engine import schema
-from prof_engine.importers import classify
+from prof_engine.importers import chunkconv, classify, scan
 from prof_engine.importers.columns import (  # _int, _text, shapes_text: other importers take them from here
     _MEMORY_ARGS, _NO_MEMORY_ARGS, _SHAPES, _TYPES, _decode_slice_args, _field, _gpu, _int, _ints, _kinds,
     _memo_column, _memory_device, _positions, _SliceArgs, _text, _texts, _types_text, shapes_text,
 )
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 
 Sink = Callable[[str, pa.RecordBatch], None]
@@ -205,7 +205,7 @@ class ChromeConverter:
         ts = us_text_to_ns(ev.ts)
         if ts is None:
             return
-        raw_args = bytes(ev.args)
+        raw_args = args_text(ev)
         a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
         name = _text(ev.name) or ""
         d = self.describe(ev, a, name, _text(ev.cat))
@@ -249,7 +249,7 @@ class ChromeConverter:
             events, ts, cats = [events[i] for i in keep], [ts[i] for i in keep], [cats[i] for i in keep]
         if not events:
             return
-        raws = list(map(bytes, _field(events, "args")))
+        raws = list(map(args_text, events))
         args = _decode_slice_args(raws)
         names = _texts(_field(events, "name"))
         if None in names:
@@ -341,7 +341,7 @@ class ChromeConverter:
                 self._mark(ev, t, nm)
         if not memory:
             return
-        raws = [bytes(events[i].args) for i in memory]
+        raws = [args_text(events[i]) for i in memory]
         present = [r for r in raws if r]
         decoded = iter(_MEMORY_ARGS.decode(b"[" + b",".join(present) + b"]") if present else [])
         args = [next(decoded) if r else _NO_MEMORY_ARGS for r in raws]
@@ -407,7 +407,7 @@ class ChromeConverter:
         ts = us_text_to_ns(ev.ts)
         if ts is None:
             return
-        raw_args = bytes(ev.args)
+        raw_args = args_text(ev)
         name = _text(ev.name) or ""
         if name == "[memory]":
             self._memory(ev, ts, _ARGS.decode(raw_args) if raw_args else _NO_ARGS)
@@ -415,7 +415,7 @@ class ChromeConverter:
         self._mark(ev, ts, name)
 
     def _mark(self, ev: Event, ts: int, name: str) -> None:
-        raw_args = bytes(ev.args)
+        raw_args = args_text(ev)
         c = self.tables["marks"].cols
         c["rank"].append(self.file_index)
         c["device"].append(self.point_device(ev))
@@ -447,7 +447,7 @@ class ChromeConverter:
 
     def _counter(self, ev: Event) -> None:
         ts = us_text_to_ns(ev.ts)
-        raw_args = bytes(ev.args)
+        raw_args = args_text(ev)
         if ts is None or not raw_args:
             return
         values = msgspec.json.decode(raw_args)
@@ -482,7 +482,7 @@ class ChromeConverter:
         c["tid"].append(_text(ev.tid))
 
     def _meta(self, ev: Event) -> None:
-        raw_args = bytes(ev.args)
+        raw_args = args_text(ev)
         a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
         pid = _text(ev.pid) or ""
         key = {"process_name": (pid, ""), "process_labels": (pid, ""), "thread_name": (pid, _text(ev.tid) or "")}
@@ -497,8 +497,12 @@ def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[in
     """Stream one Chrome trace file into `sink`; return (header keys, lanes, event counts by phase)."""
     reader = ChromeTraceReader(path, progress=progress)
     conv = ChromeConverter(file_index, sink)
-    for events in reader.chunks():
-        conv.feed(events)
+    if conv.columnar and scan.available():  # the native scanner, straight to Arrow columns
+        for chunk in scan.Scanner(reader).chunks():
+            chunkconv.feed(conv, chunk)
+    else:
+        for events in reader.chunks():
+            conv.feed(events)
     # B events never closed: the trace was cut while they were open; they are dropped, not guessed.
     conv.finish()
     return reader, conv

@@ -48,6 +48,12 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
+def args_text(ev: Event) -> bytes:
+    """The event's `args` JSON text; b"" when it has none (absent or null)."""
+    raw = bytes(ev.args)
+    return b"" if raw == b"null" else raw
+
+
 _EVENTS = msgspec.json.Decoder(list[Event])
 _ANY = msgspec.json.Decoder()
 

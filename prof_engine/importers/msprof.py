@@ -38,7 +38,7 @@ import msgspec
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
 from prof_engine.importers.chrome import Args, Described, Sink, _int, _text
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store import SourceFile
 
@@ -125,13 +125,13 @@ class LegacyConverter(ascend.AscendConverter):
         if cat in STEP_TRACE_CATEGORIES or lane == "Step Trace":
             if cat != "Iteration Time":
                 return Described("device_range", self.device)
-            extra = _EXTRA.decode(bytes(ev.args)) if bytes(ev.args) else _Extra()
+            extra = _EXTRA.decode(args_text(ev)) if args_text(ev) else _Extra()
             self._step = _int(extra.iteration) if extra.iteration is not None else _int(name.rpartition(" ")[2])
             return Described("step", self.device)
         if lane in ("HCCL", "Communication") and thread == "Communication Kernel":
             return Described("comm", self.device, op_type=_node_type(name), task_type="HCCL")
         if lane in ("HCCL", "Communication"):
-            extra = _EXTRA.decode(bytes(ev.args)) if bytes(ev.args) else _Extra()
+            extra = _EXTRA.decode(args_text(ev)) if args_text(ev) else _Extra()
             return Described("comm_task", self.device, task_type=_text(extra.task_type))
         d = super().describe(ev, a, name, cat)
         if d is not None and d.kind == "kernel" and d.op_type is None:

@@ -32,7 +32,7 @@ from typing import Any
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
 from prof_engine.importers.chrome import Args, Described, Sink, _text
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store import SourceFile
 
 OUTPUT_DIR = "mindstudio_profiler_output"
@@ -97,7 +97,7 @@ class OutputConverter(ascend.AscendConverter):
 
 
 def _meta_key(ev: Event) -> tuple:
-    raw = bytes(ev.args)
+    raw = args_text(ev)
     args = json.dumps(json.loads(raw), sort_keys=True) if raw else ""
     return _text(ev.name), _text(ev.pid), _text(ev.tid), args
 

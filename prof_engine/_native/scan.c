@@ -1,0 +1,452 @@
+/* Columnar scanner for the event array of a Chrome / Kineto trace.
+ *
+ * pe_scan() walks a buffer holding (part of) the body of a JSON array of event objects and, for
+ * each event, records where the values of the wanted keys lie: for each key k and event i,
+ * starts[k * cap + i] (byte offset in the buffer) and lens[k * cap + i] (bytes; -1 when the
+ * event has no such key). Keys are top-level event keys, and keys of the event's "args" object.
+ * Every value is checked against the JSON grammar (strings, numbers, literals, nested objects and
+ * arrays), so corrupt input is reported with its byte offset rather than passed on.
+ *
+ * pe_gather() then copies one key's values of n events (all, or the given rows) into Arrow's string layout (offsets, data,
+ * validity), with string quotes removed, and flags the values that need Python's eye (strings
+ * with escapes, literals, objects and arrays, non-integer numbers: see MODE_*).
+ *
+ * Plain C99, no Python API: it is loaded with ctypes, which releases the GIL during each call.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_KEYS 64
+#define MAX_DEPTH 512
+
+enum { NEED_MORE = -1, BAD = -2 };
+
+typedef struct {
+    const char *b;
+    int64_t len;
+    int64_t err; /* offset of the first byte that is not valid JSON */
+} parser;
+
+typedef struct {
+    int64_t consumed;  /* bytes of the buffer fully handled (events and their separators) */
+    int64_t n;         /* events recorded */
+    int64_t err_pos;   /* status BAD: offset of the offending byte */
+    int32_t status;    /* 0: more input needed (or cap reached), 1: the array's ']' was reached, -2: bad JSON */
+    int32_t after_event; /* 1 if `consumed` ends right after an event (a ',' or ']' must come next) */
+} scan_result;
+
+static inline int64_t skip_ws(const char *b, int64_t i, int64_t len) {
+    while (i < len) {
+        char c = b[i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            i++;
+        else
+            break;
+    }
+    return i;
+}
+
+/* b[i] == '"'; returns the offset after the closing quote. */
+static int64_t skip_string(parser *p, int64_t i) {
+    const char *b = p->b;
+    int64_t len = p->len;
+    i++;
+    for (;;) {
+        const char *q = memchr(b + i, '"', (size_t)(len - i));
+        if (!q)
+            return NEED_MORE;
+        int64_t end = q - b;
+        const char *bs = memchr(b + i, '\\', (size_t)(end - i));
+        if (!bs) {
+            for (int64_t k = i; k < end; k++)
+                if ((unsigned char)b[k] < 0x20) {
+                    p->err = k;
+                    return BAD;
+                }
+            return end + 1;
+        }
+        /* an escape before the quote: step over it and look again */
+        int64_t k = bs - b;
+        for (int64_t j = i; j < k; j++)
+            if ((unsigned char)b[j] < 0x20) {
+                p->err = j;
+                return BAD;
+            }
+        if (k + 1 >= len)
+            return NEED_MORE;
+        char e = b[k + 1];
+        if (e == 'u') {
+            if (k + 6 > len)
+                return NEED_MORE;
+            for (int j = 2; j < 6; j++) {
+                char h = b[k + j];
+                if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) {
+                    p->err = k + j;
+                    return BAD;
+                }
+            }
+            i = k + 6;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+            i = k + 2;
+        } else {
+            p->err = k + 1;
+            return BAD;
+        }
+    }
+}
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int64_t skip_number(parser *p, int64_t i) {
+    const char *b = p->b;
+    int64_t len = p->len, start = i;
+    if (i < len && b[i] == '-')
+        i++;
+    if (i >= len)
+        return NEED_MORE;
+    if (b[i] == '0') {
+        i++;
+    } else if (is_digit(b[i])) {
+        while (i < len && is_digit(b[i]))
+            i++;
+    } else {
+        p->err = i;
+        return BAD;
+    }
+    if (i < len && b[i] == '.') {
+        i++;
+        int64_t d = i;
+        while (i < len && is_digit(b[i]))
+            i++;
+        if (i == d) {
+            if (i >= len)
+                return NEED_MORE;
+            p->err = i;
+            return BAD;
+        }
+    }
+    if (i < len && (b[i] == 'e' || b[i] == 'E')) {
+        i++;
+        if (i < len && (b[i] == '+' || b[i] == '-'))
+            i++;
+        int64_t d = i;
+        while (i < len && is_digit(b[i]))
+            i++;
+        if (i == d) {
+            if (i >= len)
+                return NEED_MORE;
+            p->err = i;
+            return BAD;
+        }
+    }
+    if (i >= len)
+        return NEED_MORE; /* a number is never last in the buffer of a complete event */
+    (void)start;
+    return i;
+}
+
+static int64_t skip_literal(parser *p, int64_t i, const char *word, int64_t n) {
+    if (p->len - i < n)
+        return memcmp(p->b + i, word, (size_t)(p->len - i)) == 0 ? NEED_MORE : (p->err = i, BAD);
+    if (memcmp(p->b + i, word, (size_t)n) != 0) {
+        p->err = i;
+        return BAD;
+    }
+    return i + n;
+}
+
+typedef struct {
+    int32_t n;
+    const char *name[MAX_KEYS];
+    int32_t nlen[MAX_KEYS];
+    int32_t slot[MAX_KEYS]; /* output slot of the key */
+} keyset;
+
+typedef struct {
+    int64_t *starts;
+    int32_t *lens;
+    int64_t cap;
+    int64_t row;
+    keyset top, args;
+    int32_t args_slot; /* slot of the "args" key itself, or -1 */
+} sink;
+
+static int64_t skip_value(parser *p, int64_t i, int depth, sink *s, const keyset *keys);
+
+/* b[i] == '{'. With `keys`, record the spans of their values in the sink's current row. */
+static int64_t skip_object(parser *p, int64_t i, int depth, sink *s, const keyset *keys) {
+    const char *b = p->b;
+    int64_t len = p->len;
+    if (depth > MAX_DEPTH) {
+        p->err = i;
+        return BAD;
+    }
+    i = skip_ws(b, i + 1, len);
+    if (i >= len)
+        return NEED_MORE;
+    if (b[i] == '}')
+        return i + 1;
+    for (;;) {
+        if (b[i] != '"') {
+            p->err = i;
+            return BAD;
+        }
+        int64_t k0 = i + 1;
+        int64_t k1 = skip_string(p, i);
+        if (k1 < 0)
+            return k1;
+        i = skip_ws(b, k1, len);
+        if (i >= len)
+            return NEED_MORE;
+        if (b[i] != ':') {
+            p->err = i;
+            return BAD;
+        }
+        i = skip_ws(b, i + 1, len);
+        if (i >= len)
+            return NEED_MORE;
+        int32_t slot = -1;
+        int is_args = 0;
+        if (keys) {
+            int32_t klen = (int32_t)(k1 - 1 - k0);
+            for (int32_t k = 0; k < keys->n; k++)
+                if (keys->nlen[k] == klen && memcmp(keys->name[k], b + k0, (size_t)klen) == 0) {
+                    slot = keys->slot[k];
+                    break;
+                }
+            is_args = keys == &s->top && klen == 4 && memcmp(b + k0, "args", 4) == 0;
+        }
+        int64_t v0 = i;
+        int64_t v1 = (is_args && b[i] == '{' && s->args.n) ? skip_object(p, i, depth + 1, s, &s->args)
+                                                          : skip_value(p, i, depth + 1, s, NULL);
+        if (v1 < 0)
+            return v1;
+        if (is_args && s->args_slot >= 0)
+            slot = s->args_slot;
+        if (slot >= 0) {
+            s->starts[slot * s->cap + s->row] = v0;
+            s->lens[slot * s->cap + s->row] = (int32_t)(v1 - v0);
+        }
+        i = skip_ws(b, v1, len);
+        if (i >= len)
+            return NEED_MORE;
+        if (b[i] == '}')
+            return i + 1;
+        if (b[i] != ',') {
+            p->err = i;
+            return BAD;
+        }
+        i = skip_ws(b, i + 1, len);
+        if (i >= len)
+            return NEED_MORE;
+    }
+}
+
+static int64_t skip_array(parser *p, int64_t i, int depth) {
+    const char *b = p->b;
+    int64_t len = p->len;
+    if (depth > MAX_DEPTH) {
+        p->err = i;
+        return BAD;
+    }
+    i = skip_ws(b, i + 1, len);
+    if (i >= len)
+        return NEED_MORE;
+    if (b[i] == ']')
+        return i + 1;
+    for (;;) {
+        int64_t v1 = skip_value(p, i, depth + 1, NULL, NULL);
+        if (v1 < 0)
+            return v1;
+        i = skip_ws(b, v1, len);
+        if (i >= len)
+            return NEED_MORE;
+        if (b[i] == ']')
+            return i + 1;
+        if (b[i] != ',') {
+            p->err = i;
+            return BAD;
+        }
+        i = skip_ws(b, i + 1, len);
+        if (i >= len)
+            return NEED_MORE;
+    }
+}
+
+static int64_t skip_value(parser *p, int64_t i, int depth, sink *s, const keyset *keys) {
+    switch (p->b[i]) {
+    case '"':
+        return skip_string(p, i);
+    case '{':
+        return skip_object(p, i, depth, s, keys);
+    case '[':
+        return skip_array(p, i, depth);
+    case 't':
+        return skip_literal(p, i, "true", 4);
+    case 'f':
+        return skip_literal(p, i, "false", 5);
+    case 'n':
+        return skip_literal(p, i, "null", 4);
+    default:
+        return skip_number(p, i);
+    }
+}
+
+/* Split "name\0name\0..." (n names) into a keyset whose slots start at `first_slot`. */
+static int parse_keys(keyset *ks, const char *names, int32_t n, int32_t first_slot) {
+    if (n > MAX_KEYS)
+        return -1;
+    ks->n = n;
+    for (int32_t k = 0; k < n; k++) {
+        ks->name[k] = names;
+        ks->nlen[k] = (int32_t)strlen(names);
+        ks->slot[k] = first_slot + k;
+        names += ks->nlen[k] + 1;
+    }
+    return 0;
+}
+
+/* Scan events from buf[start:len]. `after_event`: the previous call stopped right after an event.
+ * Top-level keys get slots 0..n_top-1 (if one of them is "args", it records the args object's
+ * span), args keys n_top..n_top+n_args-1. Event i's own span goes to ev_starts/ev_lens. */
+int64_t pe_scan(const char *buf, int64_t start, int64_t len, int32_t after_event, int64_t cap,
+                const char *top_names, int32_t n_top, const char *args_names, int32_t n_args,
+                int64_t *starts, int32_t *lens, int64_t *ev_starts, int32_t *ev_lens, scan_result *res) {
+    parser p = {buf, len, -1};
+    sink s;
+    memset(&s, 0, sizeof s);
+    s.starts = starts;
+    s.lens = lens;
+    s.cap = cap;
+    s.args_slot = -1;
+    if (parse_keys(&s.top, top_names, n_top, 0) || parse_keys(&s.args, args_names, n_args, n_top)) {
+        res->status = BAD;
+        res->err_pos = start;
+        return -1;
+    }
+    for (int32_t k = 0; k < n_top; k++)
+        if (s.top.nlen[k] == 4 && memcmp(s.top.name[k], "args", 4) == 0)
+            s.args_slot = k;
+    int32_t n_slots = n_top + n_args;
+    int64_t i = start, n = 0;
+    res->status = 0;
+    res->after_event = after_event;
+    res->consumed = start;
+    for (;;) {
+        i = skip_ws(buf, i, len);
+        if (i >= len)
+            break;
+        if (after_event) {
+            if (buf[i] == ']') {
+                res->status = 1;
+                res->consumed = i + 1;
+                break;
+            }
+            if (buf[i] != ',') {
+                res->status = BAD;
+                res->err_pos = i;
+                break;
+            }
+            after_event = 0;
+            res->after_event = 0;
+            res->consumed = i + 1;
+            i = skip_ws(buf, i + 1, len);
+            if (i >= len)
+                break;
+        }
+        if (buf[i] == ']') { /* an empty array, or a trailing comma before ']' */
+            res->status = 1;
+            res->consumed = i + 1;
+            break;
+        }
+        if (n >= cap)
+            break;
+        if (buf[i] != '{') {
+            res->status = BAD;
+            res->err_pos = i;
+            break;
+        }
+        for (int32_t k = 0; k < n_slots; k++)
+            lens[k * cap + n] = -1;
+        s.row = n;
+        int64_t end = skip_object(&p, i, 1, &s, &s.top);
+        if (end == NEED_MORE)
+            break;
+        if (end == BAD) {
+            res->status = BAD;
+            res->err_pos = p.err;
+            break;
+        }
+        ev_starts[n] = i;
+        ev_lens[n] = (int32_t)(end - i);
+        n++;
+        i = end;
+        after_event = 1;
+        res->after_event = 1;
+        res->consumed = end;
+    }
+    res->n = n;
+    return n;
+}
+
+enum { MODE_RAW = 0, MODE_TEXT = 1, MODE_INT = 2 };
+
+/* Copy the values of one key (spans starts[i], lens[i]; lens < 0: absent) of n events into Arrow
+ * string layout. MODE_RAW copies the JSON text as it is. MODE_TEXT removes a string's quotes;
+ * MODE_INT too, for integers. JSON null is absent (NULL). A value is flagged in `special` (and
+ * counted in the return value) when the mode cannot turn its text into the right value alone:
+ * MODE_TEXT: strings with escapes, true/false, objects, arrays, numbers that are not integers;
+ * MODE_INT: anything but an integer number. `data` == NULL: only return the bytes needed. */
+int64_t pe_gather(const char *buf, const int64_t *starts, const int32_t *lens, const int64_t *rows, int64_t n,
+                  int32_t mode, char *data, int32_t *offsets, uint8_t *validity, uint8_t *special,
+                  int64_t *n_null) {
+    int64_t pos = 0, n_special = 0, nulls = 0;
+    if (data == NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            int32_t L = lens[rows ? rows[i] : i];
+            if (L > 0)
+                pos += L;
+        }
+        return pos;
+    }
+    memset(validity, 0, (size_t)((n + 7) / 8));
+    memset(special, 0, (size_t)n);
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rows ? rows[i] : i;
+        int32_t L = lens[r];
+        const char *v = buf + starts[r];
+        if (L < 0 || (L == 4 && memcmp(v, "null", 4) == 0)) {
+            nulls++;
+            offsets[i + 1] = (int32_t)pos;
+            continue;
+        }
+        validity[i >> 3] |= (uint8_t)(1u << (i & 7));
+        if (mode != MODE_RAW) {
+            char c = v[0];
+            if (c == '"') {
+                v++;
+                L -= 2;
+                if (mode == MODE_INT || memchr(v, '\\', (size_t)L)) {
+                    special[i] = 1;
+                    n_special++;
+                }
+            } else if (c == '-' || is_digit(c)) {
+                for (int32_t k = 0; k < L; k++)
+                    if (v[k] == '.' || v[k] == 'e' || v[k] == 'E') {
+                        special[i] = 1;
+                        n_special++;
+                        break;
+                    }
+            } else {
+                special[i] = 1;
+                n_special++;
+            }
+        }
+        memcpy(data + pos, v, (size_t)L);
+        pos += L;
+        offsets[i + 1] = (int32_t)pos;
+    }
+    *n_null = nulls;
+    return n_special;
+}

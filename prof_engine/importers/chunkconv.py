@@ -1,0 +1,220 @@
+"""A scanned chunk of Chrome/Kineto events (`scan.Chunk`) → canonical record batches, in Arrow.
+
+The native counterpart of `ChromeConverter._feed_columnar`: the same rows, ids, comm rows and
+counts, but each column is built by Arrow compute from the scanner's columns, never as Python
+lists. Per-value work that Arrow cannot express (the kind of a (category, name) pair, shapes
+text, memory device names) is done once per distinct value on the column's dictionary.
+Rare rows (metadata, counters, marks, B/E pairs, comm details) go through the converter's
+per-event code with events decoded from their own JSON text.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from prof_engine import schema
+from prof_engine.importers import classify
+from prof_engine.importers.columns import _memory_device, _types_text, shapes_text
+from prof_engine.importers.scan import INT, RAW, TEXT, Chunk
+from prof_engine.importers.units import us_array_to_ns
+
+if TYPE_CHECKING:
+    from prof_engine.importers.chrome import ChromeConverter
+
+_X = pa.array(["X"])
+_FLOW = pa.array(sorted("stf"))
+_INSTANT = pa.array(sorted("iIn"))
+_COLUMNAR = pa.array(["X", *"stf", *"iIn"])
+_SKIPPED = pa.array(sorted(classify.SKIPPED_CATEGORIES), pa.string())
+_DEVICE_CATS = pa.array(sorted(classify.DEVICE_CATEGORIES), pa.string())
+_KINDS: dict[tuple[str, str, bool], str] = {}
+_MEMO: dict[tuple[str, str], Any] = {}
+_MEMO_MAX = 200_000
+
+
+def feed(conv: ChromeConverter, chunk: Chunk) -> None:
+    ph = chunk.column("ph")
+    counts = {(k.as_py() or ""): v.as_py() for k, v in zip(*pc.value_counts(ph).flatten())}
+    for p, n in counts.items():
+        conv.counts[p] = conv.counts.get(p, 0) + n
+    if "B" in counts or "E" in counts:  # slice ids interleave with other events: the per-event path
+        handlers = conv._handlers()
+        for ev in chunk.events():
+            h = handlers.get(ev.ph)
+            if h is not None:
+                h(ev)
+        return
+    other = pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _COLUMNAR), False))).to_pylist()
+    if other:
+        handlers = conv._handlers()
+        for ev in chunk.events(other):
+            h = handlers.get(ev.ph)
+            if h is not None:
+                h(ev)
+    ts = us_array_to_ns(chunk.column("ts", RAW))
+    has_ts = pc.is_valid(ts)
+    if counts.get("X"):
+        _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
+    if any(counts.get(p) for p in "stf"):
+        _flows(conv, chunk, pc.and_(pc.and_(pc.is_in(ph, _FLOW), has_ts), pc.is_valid(chunk.column("id", RAW))), ts, ph)
+    if any(counts.get(p) for p in "iIn"):
+        _instants(conv, chunk, pc.and_(pc.is_in(ph, _INSTANT), has_ts), ts)
+
+
+def _emit(conv: ChromeConverter, table: str, columns: dict[str, pa.Array]) -> None:
+    """Send a batch to the sink after what the table's row buffers hold (ids stay in order)."""
+    conv.tables[table].flush()
+    t = schema.tables()[table]
+    n = len(next(iter(columns.values())))
+    arrays = [columns[c.name].cast(c.arrow_type) if c.name in columns else pa.nulls(n, c.arrow_type) for c in t.columns]
+    conv.tables[table].sink(table, pa.RecordBatch.from_arrays(arrays, schema=t.arrow_schema))
+
+
+def _per_distinct(values: pa.Array, fn, typ: pa.DataType) -> pa.Array:
+    """`fn(value)` over a column, computed once per distinct value."""
+    enc = values.dictionary_encode()
+    return pc.take(pa.array([fn(v) for v in enc.dictionary.to_pylist()], typ), enc.indices)
+
+
+def _kinds(cats: pa.Array, names: pa.Array, collective: pa.Array) -> pa.Array:
+    """`classify.kind_of` per row, once per distinct (category, name, has collective)."""
+    if len(_KINDS) > _MEMO_MAX:
+        _KINDS.clear()
+    has_coll = pc.is_valid(collective)
+    key = pc.binary_join_element_wise(pc.fill_null(cats, "\x01"), names, pc.if_else(has_coll, "1", "0"), "\x00")
+
+    def kind(k: str) -> str:
+        got = _KINDS.get(k)
+        if got is None:
+            cat, name, coll = k.split("\x00")
+            got = _KINDS[k] = classify.kind_of(None if cat == "\x01" else cat, name, coll == "1")
+        return got
+    return _per_distinct(key, kind, pa.string())
+
+
+def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
+    """`convert(decoded JSON)` per row of raw JSON texts, once per distinct text (NULL stays NULL)."""
+    if len(_MEMO) > _MEMO_MAX:
+        _MEMO.clear()
+
+    def one(raw: str | None) -> Any:
+        if raw is None:
+            return None
+        got = _MEMO.get((kind, raw), _MEMO)
+        if got is _MEMO:
+            got = _MEMO[kind, raw] = convert(msgspec.json.decode(raw))
+        return got
+    return _per_distinct(raws, one, pa.string())
+
+
+def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
+    rows = pc.indices_nonzero(mask)
+    cats = chunk.column("cat", TEXT, rows)
+    skipped = pc.fill_null(pc.is_in(cats, _SKIPPED), False)
+    if pc.any(skipped).as_py():
+        keep = pc.invert(skipped)
+        rows, cats = rows.filter(keep), cats.filter(keep)
+    n = len(rows)
+    if not n:
+        return
+    first = conv.seq + 1
+
+    def col(key: str, mode: int = TEXT) -> pa.Array:
+        return chunk.column(key, mode, rows)
+
+    names = pc.fill_null(col("name"), "")
+    collective = col("Collective name")
+    kinds = _kinds(cats, names, collective)
+    is_step = pc.equal(kinds, "step")
+    steps = pa.nulls(n, pa.int64())
+    if pc.any(is_step).as_py():
+        number = pc.struct_field(pc.extract_regex(names, classify.STEP_NAME.pattern.replace("(", "(?P<n>", 1)), [0])
+        steps = pc.if_else(is_step, pc.cast(number, pa.int64()), steps)
+    on_device = pc.fill_null(pc.is_in(cats, _DEVICE_CATS), False)
+    pid = col("pid")
+    if pc.any(on_device).as_py():
+        dev = pc.coalesce(col("device", INT), pc.cast(chunk.column("pid", INT, rows), pa.int64()), 0)
+        devices = pc.if_else(on_device, pc.binary_join_element_wise("gpu", pc.cast(dev, pa.string()), ""), "host")
+        streams = pc.if_else(on_device, col("stream", INT), pa.nulls(n, pa.int64()))
+    else:
+        devices, streams = pa.repeat(pa.scalar("host"), n), pa.nulls(n, pa.int64())
+    durs = us_array_to_ns(col("dur", RAW))
+    args = col("args", RAW)
+    _emit(conv, "slices", {
+        "id": pa.array(range(first, first + n), pa.int64()),
+        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+        "device": devices, "step": steps, "kind": kinds, "name": names, "category": cats,
+        "ts": ts_all.take(rows), "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
+        "pid": pid, "tid": col("tid"), "stream": streams,
+        "correlation": col("correlation", INT), "external_id": col("External id", INT),
+        "input_shapes": _memo_text(col("Input Dims", RAW), shapes_text, "shapes"),
+        "input_types": _memo_text(col("Input type", RAW), _types_text, "types"),
+        "args": args,
+    })
+    conv.seq = first + n - 1
+    comm = pc.or_(pc.is_valid(collective), pc.is_valid(col("Process Group Name")))
+    if pc.any(comm).as_py():
+        from prof_engine.importers.chrome import _ARGS
+        texts, devs = args.to_pylist(), devices.to_pylist()
+        for i in pc.indices_nonzero(comm).to_pylist():
+            conv.seq = first + i
+            conv._comm(_ARGS.decode(texts[i]), devs[i])
+        conv.seq = first + n - 1
+
+
+def _flows(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array, ph: pa.Array) -> None:
+    rows = pc.indices_nonzero(mask)
+    n = len(rows)
+    if not n:
+        return
+    _emit(conv, "flows", {
+        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+        "device": pa.repeat(pa.scalar("host"), n),
+        "category": pc.fill_null(chunk.column("cat", TEXT, rows), ""),
+        "flow_id": chunk.column("id", TEXT, rows), "phase": ph.take(rows), "ts": ts_all.take(rows),
+        "pid": chunk.column("pid", TEXT, rows), "tid": chunk.column("tid", TEXT, rows),
+    })
+
+
+def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
+    """`[memory]` instants become allocator rows, a column at a time; others are marks, one by one."""
+    rows = pc.indices_nonzero(mask)
+    if not len(rows):
+        return
+    names = pc.fill_null(chunk.column("name", TEXT, rows), "")
+    is_memory = pc.equal(names, "[memory]")
+    marks = rows.filter(pc.invert(is_memory)).to_pylist()
+    if marks:
+        ts_py = ts_all.take(pa.array(marks)).to_pylist()
+        for ev, t in zip(chunk.events(marks), ts_py):
+            conv._mark(ev, t, str(ev.name) if ev.name is not None else "")
+    rows = rows.filter(is_memory)
+    nbytes = chunk.column("Bytes", INT, rows)
+    rows, nbytes = rows.filter(pc.is_valid(nbytes)), nbytes.filter(pc.is_valid(nbytes))
+    n = len(rows)
+    if not n:
+        return
+    dtype, dev_id = chunk.column("Device Type", RAW, rows), chunk.column("Device Id", RAW, rows)
+
+    def device(key: str) -> str:
+        t, d = key.split("\x00")
+        return _memory_device(SimpleNamespace(device_type=_json(t), device_id=_json(d)))
+    devices = _per_distinct(pc.binary_join_element_wise(pc.fill_null(dtype, ""), pc.fill_null(dev_id, ""), "\x00"),
+                            device, pa.string())
+    _emit(conv, "memory_events", {
+        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+        "device": devices, "ts": ts_all.take(rows),
+        "pid": chunk.column("pid", TEXT, rows), "tid": chunk.column("tid", TEXT, rows),
+        "addr": chunk.column("Addr", INT, rows), "bytes": nbytes,
+        "total_allocated": chunk.column("Total Allocated", INT, rows),
+        "total_reserved": chunk.column("Total Reserved", INT, rows),
+    })
+
+
+def _json(text: str) -> Any:
+    return msgspec.json.decode(text) if text else None

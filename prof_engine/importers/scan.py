@@ -1,0 +1,285 @@
+"""Native streaming reader of Chrome trace events: chunks of events as Arrow columns.
+
+The C scanner (`prof_engine/_native/scan.c`) walks the event array of a chunk of the file and
+records, per event, where the values of the keys the converter reads lie (top-level keys and keys
+of `args`), checking the JSON grammar as it goes. A column is then copied out in one C call into
+an Arrow string array: raw JSON text (times, `args`), or unquoted text (names, categories, ids).
+Values that text alone cannot give right (strings with escapes, literals, non-integer numbers)
+are flagged and redone in Python from their decoded JSON, so the columns equal what the
+pure-Python reader (`jsonstream.ChromeTraceReader` + msgspec) gives.
+
+Memory: one read chunk plus the span tables (fixed size, reused) plus the columns of one chunk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import queue
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from prof_engine._native import ScanResult, load
+from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event, open_bytes
+
+TOP_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "s", "args")
+ARGS_KEYS = ("External id", "correlation", "stream", "device", "Input Dims", "Input type", "Collective name",
+             "Process Group Name", "Total Allocated", "Total Reserved", "Bytes", "Device Id", "Device Type", "Addr")
+_SLOT = {**{k: i for i, k in enumerate(TOP_KEYS)}, **{k: len(TOP_KEYS) + i for i, k in enumerate(ARGS_KEYS)}}
+_TOP_NAMES = b"\0".join(k.encode() for k in TOP_KEYS) + b"\0"
+_ARGS_NAMES = b"\0".join(k.encode() for k in ARGS_KEYS) + b"\0"
+CAP = 32768  # events per scan call: a span table takes (keys × CAP × 12) bytes, ~9 MB
+# Span tables in turn: the chunk being converted, one queued, one being scanned (see Scanner.chunks).
+_POOL = 3
+_DONE = object()
+
+RAW, TEXT, INT = 0, 1, 2
+_EVENT = msgspec.json.Decoder(Event)
+
+
+def available() -> bool:
+    return load() is not None
+
+
+def _int_of(v: Any) -> int | None:
+    from prof_engine.importers.columns import _int
+    return _int(v)
+
+
+def _text_of(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+class _Spans:
+    """Where each wanted key's value lies in each event of one scan call (see scan.c)."""
+
+    def __init__(self) -> None:
+        n_slots = len(TOP_KEYS) + len(ARGS_KEYS)
+        self.starts = (ctypes.c_int64 * (n_slots * CAP))()
+        self.lens = (ctypes.c_int32 * (n_slots * CAP))()
+        self.ev_starts = (ctypes.c_int64 * CAP)()
+        self.ev_lens = (ctypes.c_int32 * CAP)()
+
+
+class Chunk:
+    """The events of one scan call. Valid until the scanner has scanned `_POOL` chunks more
+    (its span tables are then reused): a consumer takes one chunk at a time."""
+
+    def __init__(self, scanner: "Scanner", spans: _Spans, buf: bytes, n: int, seen: int) -> None:
+        self._s = scanner
+        self._spans = spans
+        self.buf = buf
+        self.n = n
+        self.seen = seen  # events of the file before this chunk
+
+    def column(self, key: str, mode: int = TEXT, rows: pa.Array | None = None) -> pa.Array:
+        """Values of `key` (a top-level key or an `args` key) as a string array (RAW: JSON text)
+        or, with INT, an int64 array; for all events or the given `rows` (int64 indices)."""
+        s, lib = self._spans, self._s.lib
+        slot = _SLOT[key]
+        starts = ctypes.addressof(s.starts) + slot * CAP * 8
+        lens = ctypes.addressof(s.lens) + slot * CAP * 4
+        if rows is not None:
+            rows = rows.cast(pa.int64())
+            n, rows_ptr = len(rows), rows.buffers()[1].address + rows.offset * 8
+        else:
+            n, rows_ptr = self.n, None
+        size = lib.pe_gather(self.buf, starts, lens, rows_ptr, n, mode, None, None, None, None, None)
+        data = pa.allocate_buffer(max(size, 1))
+        offsets = pa.allocate_buffer(4 * (n + 1))
+        validity = pa.allocate_buffer((n + 7) // 8)
+        special = pa.allocate_buffer(max(n, 1))
+        nulls = ctypes.c_int64(0)
+        n_special = lib.pe_gather(self.buf, starts, lens, rows_ptr, n, mode, data.address, offsets.address,
+                                  validity.address, special.address, ctypes.byref(nulls))
+        arr = pa.Array.from_buffers(pa.string(), n, [validity, offsets, data], null_count=nulls.value)
+        if mode == INT:
+            return self._ints(arr, special, n_special)
+        if n_special:
+            arr = self._redo(arr, special, _text_of, pa.string())
+        return arr
+
+    def _ints(self, arr: pa.Array, special: pa.Buffer, n_special: int) -> pa.Array:
+        if n_special:
+            return self._redo(arr, special, _int_of, pa.int64(), cast_rest=True)
+        try:
+            return pc.cast(arr, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # an integer beyond int64
+            return pa.array([_int_of(int(v)) if v is not None else None for v in arr.to_pylist()], pa.int64())
+
+    @staticmethod
+    def _redo(arr: pa.Array, special: pa.Buffer, convert: Callable[[Any], Any], typ: pa.DataType,
+              cast_rest: bool = False) -> pa.Array:
+        """Values flagged by the scanner, from their decoded JSON: `convert(value)`."""
+        flags = pa.Array.from_buffers(pa.uint8(), len(arr), [None, special])
+        values = arr.to_pylist()
+        raw = [None] * len(values)
+        for i in pc.indices_nonzero(flags).to_pylist():
+            raw[i] = values[i]
+        out: list[Any] = []
+        for v, r in zip(values, raw):
+            if r is not None:
+                # the scanner removed a string's quotes (TEXT/INT); other flagged values are JSON text
+                out.append(convert(_decode_text(r)))
+            elif v is None:
+                out.append(None)
+            else:
+                out.append(int(v) if cast_rest else v)
+        return pa.array(out, typ)
+
+    def raw_event(self, i: int) -> bytes:
+        s = self._spans
+        return self.buf[s.ev_starts[i]: s.ev_starts[i] + s.ev_lens[i]]
+
+    def events(self, rows: list[int] | None = None) -> list[Event]:
+        """The events (all, or `rows`) decoded as the pure-Python reader gives them."""
+        out = []
+        for i in range(self.n) if rows is None else rows:
+            try:
+                out.append(_EVENT.decode(self.raw_event(i)))
+            except msgspec.ValidationError as e:
+                raise self._s.reader._fail(f"unexpected event field type: {e} (event #{self.seen + i})") from None
+        return out
+
+
+def _decode_text(text: str) -> Any:
+    """A flagged value's text back to its JSON value: quoted strings came without their quotes."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return msgspec.json.decode(f'"{text}"')
+
+
+class Scanner:
+    """Streams a Chrome trace file as `Chunk`s; header/trailer keys and errors as ChromeTraceReader."""
+
+    def __init__(self, reader: ChromeTraceReader) -> None:
+        lib = load()
+        if lib is None:
+            raise RuntimeError("native scanner unavailable")
+        self.lib = lib
+        self.reader = reader
+        self._pool = [_Spans() for _ in range(_POOL)]
+
+    def chunks(self, threaded: bool = True) -> Iterator[Chunk]:
+        """The file's chunks. `threaded`: read and scan ahead in a thread (the C scanner and
+        gunzip release the GIL), so that reading and converting use two cores."""
+        if not threaded:
+            yield from self._file_chunks()
+            return
+        q: queue.Queue = queue.Queue(maxsize=_POOL - 2)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                for chunk in self._file_chunks():
+                    while not stop.is_set():
+                        try:
+                            q.put(chunk, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+                q.put(_DONE)
+            except BaseException as e:  # handed to the consumer, raised there
+                q.put(e)
+
+        t = threading.Thread(target=produce, name="prof-engine-scan", daemon=True)
+        t.start()
+        try:
+            while True:
+                item = q.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            t.join()
+
+    def _file_chunks(self) -> Iterator[Chunk]:
+        r = self.reader
+        try:
+            f = open_bytes(r.path)
+        except OSError as e:
+            raise r._fail(f"cannot open ({e.strerror})") from None
+        with f:
+            try:
+                yield from self._chunks(f)
+            except (OSError, EOFError, zlib.error) as e:
+                raise r._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
+
+    def _chunks(self, f) -> Iterator[Chunk]:
+        r = self.reader
+        buf = r._read(f)
+        if not buf.strip():
+            raise r._fail("file is empty")
+        buf = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if buf[:1] == b"[":
+            r.form, buf = "array", buf[1:]
+        elif buf[:1] == b"{":
+            r.form = "object"
+            buf = r._skip_header(f, buf)
+        else:
+            raise r._fail("not JSON: a Chrome trace starts with '{' or '['")
+        res = ScanResult()
+        pos, after, seen, calls = 0, 0, 0, 0
+        while True:
+            spans = self._pool[calls % _POOL]  # the next table only once a chunk used this one
+            self.lib.pe_scan(buf, pos, len(buf), after, CAP, _TOP_NAMES, len(TOP_KEYS), _ARGS_NAMES, len(ARGS_KEYS),
+                             spans.starts, spans.lens, spans.ev_starts, spans.ev_lens, ctypes.byref(res))
+            if res.status == -2:
+                where = r.bytes_read - len(buf) + res.err_pos
+                raise r._fail(f"corrupt JSON at byte {where} (in event #{seen + res.n}): "
+                              f"{buf[max(res.err_pos - 20, 0): res.err_pos + 20]!r}")
+            if res.n:
+                yield Chunk(self, spans, buf, res.n, seen)
+                calls += 1
+                seen += res.n
+            pos, after = res.consumed, res.after_event
+            if res.status == 1:
+                self._trailer(f, buf[pos:], seen)
+                return
+            if res.n == CAP:
+                continue
+            more = r._read(f)
+            if not more:
+                self._end_without_bracket(buf[pos:], seen)
+                return
+            buf, pos = buf[pos:] + more, 0
+
+    def _trailer(self, f, rest: bytes, seen: int) -> None:
+        """The object's keys after the event array's ']'."""
+        r = self.reader
+        while True:
+            more = r._read(f)
+            if not more:
+                break
+            rest += more
+        tail = rest.strip()
+        if r.form == "array":
+            if tail:
+                raise r._fail(f"unexpected data after the event array: {tail[:40]!r}")
+            return
+        if not tail.endswith(b"}"):
+            raise r._fail(f"truncated or corrupt JSON: the trace object does not end properly (after {seen} events)")
+        try:
+            trailer = _ANY.decode(b"{" + tail.lstrip(b",").lstrip() if tail != b"}" else b"{}")
+        except msgspec.DecodeError:
+            raise r._fail("the keys after traceEvents are not valid JSON") from None
+        if isinstance(trailer, dict):
+            r.header.update(trailer)
+
+    def _end_without_bracket(self, rest: bytes, seen: int) -> None:
+        r = self.reader
+        if r.form == "array" and not rest.strip().rstrip(b",").strip():
+            return  # the trace event format allows omitting the closing ']'
+        raise r._fail(f"truncated or corrupt JSON: the event array does not end properly (after {seen} events, "
+                      f"{r.bytes_read} bytes read)")

@@ -1,0 +1,175 @@
+"""The native scanner path (C scanner + Arrow conversion) gives the same run as the pure-Python path.
+
+Every table of the run store is compared row for row between the two paths, on real Kineto
+traces and on synthetic traces full of odd events; reads are cut at every kind of place (inside
+strings, numbers, escapes, between events, inside the scanner's table of events).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import prof_engine
+from prof_engine import _native, schema
+from prof_engine.errors import InputError
+from prof_engine.importers import chrome, scan
+from prof_engine.importers.jsonstream import ChromeTraceReader
+from conftest import fixture_path, write_trace, x
+
+pytestmark = pytest.mark.skipif(_native.load() is None, reason="no C compiler here: the native scanner is not built")
+
+BASE = 1_700_000_000_000_000
+
+
+def _tables(run_dir: Path) -> dict[str, list[tuple]]:
+    con = duckdb.connect()
+    out = {}
+    for name in schema.stored_tables():
+        files = list((run_dir / name).glob("**/*.parquet"))
+        if files:
+            rel = con.sql(f"SELECT * FROM read_parquet('{run_dir / name}/**/*.parquet', hive_partitioning = true)")
+            out[name] = sorted(rel.fetchall(), key=repr)
+    return out
+
+
+def _both(tmp_path: Path, paths: list[Path], monkeypatch) -> tuple[dict, dict]:
+    native = prof_engine.import_trace(paths, tmp_path / "native")
+    with monkeypatch.context() as m:
+        m.setattr(scan, "available", lambda: False)
+        python = prof_engine.import_trace(paths, tmp_path / "python")
+    return _tables(Path(native)), _tables(Path(python))
+
+
+def _odd_events() -> list[dict]:
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "autograd \"thread\""}},
+        x("ProfilerStep#1", BASE, 5000, cat="user_annotation"),
+        x('aten::quote"d \\ op \u00e9\u4e2d', BASE + 10, 100, **{"External id": 1, "Input Dims": [[2, 3], [], [[4]]],
+                                                             "Input type": ["float", "", "Scalar"]}),
+        x("aten::mm", BASE + 20.5, 10.25, tid="thread x", **{"External id": "7", "Input Dims": [[1.5]]}),
+        x("cudaLaunchKernel", BASE + 30, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
+        x("sm80_gemm", BASE + 50, 40, cat="kernel", pid=0, tid=7, correlation=11, stream=7, device=0),
+        x("ncclKernel_AllReduce", BASE + 100, 400, cat="kernel", pid=0, tid=20, correlation=12, stream=20,
+          **{"Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float", "Process Group Name": "0"}),
+        x("odd pid", BASE + 200, 1, pid=True, tid=2.5),
+        x("string pid", BASE + 210, 1, pid="7", tid="0x10", correlation="012"),
+        x(123, BASE + 220, 1),  # a non-string name
+        x("Trace window", BASE, 6000, cat="Trace"),  # the profiler's own range: left out
+        {"ph": "X", "cat": "cpu_op", "name": "no ts", "dur": 5, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "no dur", "ts": BASE + 230, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": None, "name": None, "ts": BASE + 240, "dur": 1, "pid": None, "tid": None, "args": None},
+        {"ph": "X", "cat": "cpu_op", "name": "4 decimals", "ts": "1700000000000250.1235", "dur": "1.5e1", "pid": 1, "tid": 1},
+        {"ph": "s", "cat": "ac2g", "id": 11, "ts": BASE + 30, "pid": 1, "tid": 1, "bp": "e"},
+        {"ph": "f", "cat": "ac2g", "id": "11", "ts": BASE + 50, "pid": 0, "tid": 7, "bp": "e"},
+        {"ph": "t", "id": 3, "ts": BASE + 60, "pid": 1, "tid": 1},
+        {"ph": "s", "cat": "fwdbwd", "ts": BASE + 70, "pid": 1, "tid": 1},  # no id: dropped
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": BASE + 15, "pid": 1, "tid": 1, "s": "t",
+         "args": {"Total Reserved": 2048, "Total Allocated": 512, "Bytes": 512, "Addr": 140000, "Device Type": 1, "Device Id": 0}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": BASE + 16, "pid": 1, "tid": 1,
+         "args": {"Bytes": -512, "Addr": 140000, "Device Type": 0, "Device Id": -1}},
+        {"ph": "i", "name": "[memory]", "ts": BASE + 17, "pid": 1, "tid": 1, "args": {"Addr": 1}},  # no Bytes: dropped
+        {"ph": "i", "name": "[memory]", "ts": BASE + 18, "pid": 1, "tid": 1, "args": {"Bytes": 8, "Device Type": 7}},
+        {"ph": "i", "cat": "mark", "name": "iteration start", "ts": BASE + 19, "pid": 1, "tid": 1, "s": "g",
+         "args": {"nested": {"a": [1, 2, {"b": None}]}, "t": True}},
+        {"ph": "n", "name": "note", "ts": BASE + 21, "pid": 1, "tid": 1},
+        {"ph": "C", "name": "gpu util", "ts": BASE + 22, "pid": 1, "args": {"util": 55.5, "label": "x"}},
+        {"ph": "?", "name": "unknown phase", "ts": BASE + 23},
+        {},
+    ]
+    return ev
+
+
+def test_odd_events_same_run(tmp_path, monkeypatch):
+    trace = write_trace(tmp_path / "odd.json", _odd_events(), baseTimeNanoseconds=1000, distributedInfo={"rank": 0})
+    native, python = _both(tmp_path, [trace], monkeypatch)
+    assert native == python
+    with prof_engine.open(tmp_path / "native") as run:
+        names = {n for n, in run.sql("SELECT name FROM slices").rows()}
+    assert 'aten::quote"d \\ op \u00e9\u4e2d' in names and "123" in names and "Trace window" not in names
+
+
+def test_begin_end_pairs_same_run(tmp_path, monkeypatch):
+    events = [{"ph": "B", "name": "outer", "ts": BASE, "pid": 1, "tid": 1}, x("inner", BASE + 1, 2),
+              {"ph": "E", "ts": BASE + 10, "pid": 1, "tid": 1}, x("after", BASE + 20, 2)]
+    native, python = _both(tmp_path, [write_trace(tmp_path / "be.json", events)], monkeypatch)
+    assert native == python and len(native["slices"]) == 3
+
+
+@pytest.mark.parametrize("folder", ["hta_nccl_parser_rank0_ws2", "hta_amd_mi250_rocm", "hta_sampled_2rank_nccl"])
+def test_real_kineto_traces_same_run(tmp_path, monkeypatch, folder):
+    paths = sorted(p for p in fixture_path("kineto", folder).iterdir() if ".json" in p.name)
+    native, python = _both(tmp_path, paths, monkeypatch)
+    assert native == python and native["slices"]
+
+
+def _convert(path: Path, native: bool, chunk_bytes: int) -> dict[str, list]:
+    rows: dict[str, list] = {}
+
+    def sink(table, batch):
+        rows.setdefault(table, []).extend(batch.to_pylist())
+    reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
+    conv = chrome.ChromeConverter(0, sink)
+    if native:
+        for chunk in scan.Scanner(reader).chunks():
+            chrome.chunkconv.feed(conv, chunk)
+    else:
+        for events in reader.chunks():
+            conv.feed(events)
+    conv.finish()
+    return {"header": reader.header, "counts": conv.counts, "lanes": conv.lanes, **rows}
+
+
+@pytest.mark.parametrize("chunk_bytes, cap", [(7, 3), (100, 2), (4096, 5), (1 << 20, 1 << 15)])
+def test_any_read_size_and_table_size(tmp_path, monkeypatch, chunk_bytes, cap):
+    """Reads cut events, strings, escapes and numbers anywhere; a small CAP makes many scan calls per read."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _odd_events() * 3, "traceName": "x]}"}, indent=1))
+    monkeypatch.setattr(scan, "CAP", cap)
+    assert _convert(path, True, chunk_bytes) == _convert(path, False, chunk_bytes)
+
+
+@pytest.mark.parametrize("closing", ["]", "", ",\n"])
+def test_array_form_with_or_without_closing_bracket(tmp_path, closing):
+    path = tmp_path / "t.json"
+    path.write_text("[" + ",\n".join(json.dumps(e) for e in _odd_events()) + closing)
+    got = _convert(path, True, 64)
+    assert got == _convert(path, False, 64) and got["header"] == {}
+
+
+def test_gzip(tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": _odd_events(), "baseTimeNanoseconds": 5}).encode()))
+    got = _convert(path, True, 1000)
+    assert got == _convert(path, False, 1000) and got["header"] == {"baseTimeNanoseconds": 5}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts"', "truncated"),
+        ('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts": 1x}]}', "corrupt JSON at byte 58"),
+        ('{"traceEvents": [{"ph": "X", "name": "a\x01b"}]}', "corrupt JSON at byte 39"),
+        ('{"traceEvents": [{"ph": "X", "args": {"a": [1, 2}}]}', "corrupt JSON"),
+        ('{"traceEvents": [{"ph": "X"} {"ph": "X"}]}', "corrupt JSON at byte 29"),
+        ('{"traceEvents": [5]}', "corrupt JSON at byte 17"),
+        ('{"traceEvents": [{"ph": 5}]}', "event #0"),
+        ('{"traceEvents": [{"ph": "X"}], "x": 1', "does not end properly"),
+        ('{"traceEvents": [{"ph": "X"}] junk', "does not end properly"),
+    ],
+    ids=["truncated", "bad-number", "control-char", "unbalanced", "no-comma", "not-an-object", "wrong-type",
+         "unclosed-object", "junk-after"],
+)
+def test_bad_input_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        _convert(path, True, 16)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(InputError):  # the pure-Python path refuses it too
+        _convert(path, False, 16)
