@@ -65,8 +65,9 @@ def test_kill_9_mid_run_leaves_the_finished_steps_readable(tmp_path):
     with prof_engine.open(run) as r:
         assert sorted(s["step"] for s in r.manifest["steps"]) == steps
         per_step = r.sql("""select step, count(*) filter (where kind = 'step'), count(*) filter (where name = 'step_body'),
-                                   count(*) filter (where name = 'aten::addmm') from slices group by 1 order by 1""").rows()
-        assert per_step == [(s, 1, 1, 2) for s in steps]  # every published step is whole
+                                   count(*) filter (where name = 'aten::addmm') from slices where step is not null group by 1 order by 1""").rows()
+        # every published step is whole (with CUDA, Kineto's own flush after a step lies outside it)
+        assert per_step == [(s, 1, 1, 2) for s in steps]
         assert len(r.view("op_statistic")) > 0
 
 
