@@ -13,14 +13,19 @@ Contenders (each in its own Python process, so peak RSS is that contender's alon
 * json         `json.load(f)` from the standard library: parse only.
 * duckdb       `read_json` of `traceEvents` with the core fields typed (args kept as JSON), unnested
                and counted. DuckDB cannot read a Kineto file with default settings (see `probe`).
-* hta          Holistic Trace Analysis `TraceAnalysis(trace_dir=...)`, only if `hta` is installed.
+* hta          Holistic Trace Analysis `TraceAnalysis(trace_dir=...)`: parse every rank's trace into a
+               pandas DataFrame (its default `json` backend). It runs under the interpreter given by
+               --hta-python, else this one if `hta` imports here, else $PROF_ENGINE_HTA_PYTHON (HTA
+               lives in a virtualenv of its own: see the README). --trace may be a directory of ranks.
 
 Wall time is measured inside the child around the work only (interpreter start-up and library
 imports excluded; `proc s` includes them); with --repeat N the best of N runs is reported.
 MB/s = uncompressed trace bytes (10^6) / wall time. CPU s = user + system time of the work (DuckDB
 uses both cores, so it can exceed wall; on a busy machine it is steadier than wall). Peak RSS is the
 child's own `ru_maxrss`, which includes the interpreter and the imported libraries (`base RSS`
-column: RSS before the work).
+column: RSS before the work). A contender that forks worker processes (HTA does for 2+ ranks) also
+gets their CPU (RUSAGE_CHILDREN) in CPU s, and its peak RSS is the larger of its own `ru_maxrss`
+and the peak of the summed RSS of it and its descendants, sampled every 50 ms from the first fork.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -97,12 +103,45 @@ def run_duckdb_probe(trace: Path, out: Path) -> dict:
 
 
 def run_hta(trace: Path, out: Path) -> dict:
+    """HTA's load of a directory of rank traces; a single file is linked into a directory of its own.
+
+    HTA finds the ranks by `"rank": N` (distributedInfo) in each file and only takes names that end
+    in `.json` or `.gz`. With one rank it parses in this process; with more it forks a pool of
+    min(cpu_count, ranks) workers. What it kept is counted after the timing (see `hta_report`).
+    """
     from hta.trace_analysis import TraceAnalysis
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / trace.name).symlink_to(trace.resolve())
-    analyzer = TraceAnalysis(trace_dir=str(out))
-    return {"events": sum(len(df) for df in analyzer.t.traces.values())}  # rank -> DataFrame (untested here)
+    if trace.is_dir():
+        trace_dir = trace
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(trace, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        name = trace.name if trace.name.endswith(".gz" if gz else ".json") else f"rank.json{'.gz' if gz else ''}"
+        (out / name).symlink_to(trace.resolve())
+        trace_dir = out
+    analyzer = TraceAnalysis(trace_dir=str(trace_dir))
+    return {"events": sum(len(df) for df in analyzer.t.traces.values()), "after": lambda: hta_report(analyzer)}
+
+
+def hta_report(analyzer) -> dict:
+    """What HTA holds after the load: ranks, rows per category, iterations, versions, parser backend."""
+    from importlib.metadata import version
+
+    from hta.common.trace_parser import get_default_trace_parsing_backend
+
+    t = analyzer.t
+    names = {i: s for s, i in t.symbol_table.get_sym_id_map().items()}
+    cats: dict[str, int] = {}
+    for df in t.traces.values():
+        for cat, n in df["cat"].value_counts().items():
+            cats[names.get(cat, str(cat))] = cats.get(names.get(cat, str(cat)), 0) + int(n)
+    backend = t.parser_config.parser_backend or get_default_trace_parsing_backend()
+    return {"hta": {"version": version("HolisticTraceAnalysis"), "pandas": version("pandas"),
+                    "python": sys.version.split()[0], "interpreter": sys.executable,
+                    "backend": getattr(backend, "value", str(backend)), "ranks": t.get_ranks(),
+                    "iterations": len(t.get_iterations()), "rows_by_cat": cats,
+                    "columns": len(next(iter(t.traces.values())).columns) if t.traces else 0}}
 
 
 CONTENDERS = {
@@ -124,20 +163,72 @@ def rss_mb() -> float:
     return float("nan")
 
 
+class TreeRss:
+    """Peak summed RSS of this process and its descendants, sampled every `interval` s once it forks.
+
+    Until the first fork (Python's os.fork, as multiprocessing's "fork" pools use) the thread only
+    waits, so a contender that never forks pays nothing. Forked children share copy-on-write pages
+    with the parent, so the sum can count a page more than once: it is an upper bound.
+    """
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval, self.peak_mb, self.children = interval, 0.0, 0
+        self._forked, self._stop = threading.Event(), threading.Event()
+        os.register_at_fork(after_in_parent=self._forked.set)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._forked.wait()
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def sample(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        stats = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except OSError:  # the process ended meanwhile
+                    continue
+                stats[int(entry.name)] = (int(fields[1]), int(fields[21]) * page)  # ppid, rss
+        tree, todo = set(), [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo.extend(p for p, (ppid, _) in stats.items() if ppid == pid and p not in tree)
+        self.children = max(self.children, len(tree) - 1)
+        self.peak_mb = max(self.peak_mb, sum(stats[p][1] for p in tree if p in stats) / 2**20)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._forked.set()
+        self._thread.join()
+
+
 def child(name: str, trace: Path, out: Path) -> None:
     """Child process: import the contender's libraries, time its work, print one JSON line."""
     modules, fn = CONTENDERS[name]
     for m in modules:
         importlib.import_module(m)
     base = rss_mb()
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    tree = TreeRss()
+    r0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     result = fn(trace, out)
     wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    r1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    tree.stop()
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
-    out_row = {"name": name, "wall_s": wall, "cpu_s": cpu, "peak_mb": r1.ru_maxrss / 1024, "base_mb": base}
-    print(json.dumps({**out_row, **result}))
+    child_cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)  # forked workers, once reaped
+    out_row = {"name": name, "wall_s": wall, "cpu_s": cpu + child_cpu, "peak_mb": max(r1.ru_maxrss / 1024, tree.peak_mb),
+               "base_mb": base, "self_peak_mb": r1.ru_maxrss / 1024, "children": tree.children,
+               "children_cpu_s": child_cpu, "children_peak_mb": c1.ru_maxrss / 1024}
+    after = result.pop("after", None)
+    print(json.dumps({**out_row, **result, **(after() if after else {})}))
 
 
 # -- profiling prof-engine's import (child process) -----------------------------------------------
@@ -189,11 +280,13 @@ def func_name(func: tuple[str, int, str]) -> str:
 
 
 # -- the parent: prepare, run, report ---------------------------------------------------------------
-def run_child(name: str, trace: Path, runs: Path, extra: list[str] | None = None) -> dict:
-    """Run one contender in a fresh interpreter; its JSON line (or an error) plus process wall time."""
+def run_child(name: str, trace: Path, runs: Path, extra: list[str] | None = None, python: str | None = None) -> dict:
+    """Run one contender in a fresh interpreter (`python`, default this one); its JSON line (or an
+    error) plus process wall time."""
     out = runs / f"run-{name}"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--trace", str(trace), "--out", str(out)]
+    cmd = [python or sys.executable, str(Path(__file__).resolve()), "--child", name, "--trace", str(trace),
+           "--out", str(out)]
     t0 = time.perf_counter()
     p = subprocess.run(cmd + (extra or []), capture_output=True, text=True)
     proc = time.perf_counter() - t0
@@ -205,12 +298,12 @@ def run_child(name: str, trace: Path, runs: Path, extra: list[str] | None = None
     return {**json.loads(p.stdout.strip().splitlines()[-1]), "proc_s": proc}
 
 
-def run_repeated(name: str, trace: Path, runs_dir: Path, repeat: int) -> dict:
+def run_repeated(name: str, trace: Path, runs_dir: Path, repeat: int, python: str | None = None) -> dict:
     """Best (minimum) wall time and median peak RSS over `repeat` runs, each a new process.
 
     The minimum is the least disturbed by other load on the machine; every run's wall is kept.
     """
-    runs = [run_child(name, trace, runs_dir) for _ in range(repeat)]
+    runs = [run_child(name, trace, runs_dir, python=python) for _ in range(repeat)]
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return runs[-1]
@@ -224,7 +317,32 @@ def run_repeated(name: str, trace: Path, runs_dir: Path, repeat: int) -> dict:
     return res
 
 
+def hta_python(option: str | None) -> tuple[str | None, str]:
+    """The interpreter that runs the `hta` contender, or None and why not.
+
+    --hta-python if given; else this interpreter if `hta` imports here; else $PROF_ENGINE_HTA_PYTHON.
+    """
+    env = os.environ.get("PROF_ENGINE_HTA_PYTHON")
+    if option:
+        candidates = [option]
+    elif importlib.util.find_spec("hta") is not None:
+        return sys.executable, ""
+    elif env:
+        candidates = [env]
+    else:
+        return None, "not installed (see --hta-python)"
+    py = candidates[0]
+    check = "import importlib.util, sys; sys.exit(importlib.util.find_spec('hta') is None)"
+    try:
+        ok = subprocess.run([py, "-c", check], capture_output=True, check=False).returncode == 0
+    except OSError as e:
+        return None, f"cannot run {py}: {e.strerror}"
+    return (py, "") if ok else (None, f"hta not importable under {py}")
+
+
 def uncompressed_bytes(path: Path) -> int:
+    if path.is_dir():  # a directory of rank traces (HTA only)
+        return sum(uncompressed_bytes(p) for p in sorted(path.iterdir()) if p.name.endswith((".json", ".gz")))
     with open(path, "rb") as f:
         if f.read(2) != b"\x1f\x8b":
             return path.stat().st_size
@@ -233,6 +351,12 @@ def uncompressed_bytes(path: Path) -> int:
         while chunk := g.read(1 << 24):
             n += len(chunk)
     return n
+
+
+def disk_bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.iterdir() if p.name.endswith((".json", ".gz")))
+    return path.stat().st_size
 
 
 def prepare_trace(args: argparse.Namespace, workdir: Path) -> Path:
@@ -326,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="also cProfile prof-engine's import")
     ap.add_argument("--top", type=int, default=15, help="functions listed by --profile")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (workdir/runs-PID)")
+    ap.add_argument("--hta-python", help="interpreter with `hta` installed that runs the hta contender "
+                    "(default: this one if hta imports here, else $PROF_ENGINE_HTA_PYTHON)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -337,18 +463,32 @@ def main(argv: list[str] | None = None) -> int:
     runs = a.workdir / f"runs-{os.getpid()}"  # this invocation's own run directories
     nbytes = uncompressed_bytes(trace)
     print(machine_info())
-    print(f"trace: {trace} ({nbytes / 1e6:.1f} MB uncompressed, {trace.stat().st_size / 1e6:.1f} MB on disk)")
+    print(f"trace: {trace} ({nbytes / 1e6:.1f} MB uncompressed, {disk_bytes(trace) / 1e6:.1f} MB on disk)")
     print("load average (1, 5, 15 min) before: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     results = []
     for name in NAMES:
         if name in a.skip:
             continue
-        if name == "hta" and importlib.util.find_spec("hta") is None:
-            results.append({"name": name, "skipped": "not installed"})
-            continue
+        python = None
+        if name == "hta":
+            python, why = hta_python(a.hta_python)
+            if python is None:
+                results.append({"name": name, "skipped": why})
+                continue
         print(f"running {name} ...", flush=True)
-        results.append(run_repeated(name, trace, runs, a.repeat))
+        results.append(run_repeated(name, trace, runs, a.repeat, python))
     print_table(results, nbytes)
+    for r in results:
+        if r.get("children"):
+            print(f"{r['name']}: forked {r['children']} worker(s): {r['children_cpu_s']:.2f} CPU s of theirs in CPU s; "
+                  f"own peak {r['self_peak_mb']:.0f} MB, largest worker {r['children_peak_mb']:.0f} MB, "
+                  f"summed tree peak in peak RSS")
+    hta = next((r["hta"] for r in results if "hta" in r), None)
+    if hta:
+        print(f"hta: HolisticTraceAnalysis {hta['version']} (pandas {hta['pandas']}, Python {hta['python']}, "
+              f"{hta['interpreter']}), parser backend {hta['backend']}; ranks {hta['ranks']}, "
+              f"{hta['iterations']} iterations, {hta['columns']} columns; rows by cat: "
+              + ", ".join(f"{c} {n:,}" for c, n in sorted(hta["rows_by_cat"].items(), key=lambda kv: -kv[1])))
     print("load average (1, 5, 15 min) after: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     pe = next((r for r in results if r["name"] == "prof-engine" and "error" not in r), None)
     if pe:
