@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prof_engine._native import ScanResult, load
+from prof_engine.importers.columns import _int
 from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event, open_bytes
 
 TOP_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "s", "args")
@@ -44,11 +45,6 @@ _EVENT = msgspec.json.Decoder(Event)
 
 def available() -> bool:
     return load() is not None
-
-
-def _int_of(v: Any) -> int | None:
-    from prof_engine.importers.columns import _int
-    return _int(v)
 
 
 def _text_of(v: Any) -> str | None:
@@ -106,11 +102,11 @@ class Chunk:
 
     def _ints(self, arr: pa.Array, special: pa.Buffer, n_special: int) -> pa.Array:
         if n_special:
-            return self._redo(arr, special, _int_of, pa.int64(), cast_rest=True)
+            return self._redo(arr, special, _int, pa.int64(), cast_rest=True)
         try:
             return pc.cast(arr, pa.int64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # an integer beyond int64
-            return pa.array([_int_of(int(v)) if v is not None else None for v in arr.to_pylist()], pa.int64())
+            return pa.array([_int(int(v)) if v is not None else None for v in arr.to_pylist()], pa.int64())
 
     @staticmethod
     def _redo(arr: pa.Array, special: pa.Buffer, convert: Callable[[Any], Any], typ: pa.DataType,
