@@ -69,7 +69,8 @@ WITH stepped AS (
     GROUP BY n.parent_id
 )
 SELECT s.id, s.step, n.depth, n.parent_id,
-       CASE WHEN s.kind = 'host_op' THEN greatest(s.dur - coalesce(c.child_dur, 0), 0) END AS self_dur
+       -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
+       CASE WHEN s.kind = 'host_op' THEN greatest(s.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur
 FROM stepped s LEFT JOIN _nesting n USING (id) LEFT JOIN child_time c USING (id);
 
 CREATE OR REPLACE TEMP TABLE _device AS
