@@ -1,14 +1,21 @@
 """The run store's files: hive partitions by device and step, holding the canonical columns with
-their schema types."""
+their schema types, written by `store.partitions.PartitionWriter` whatever order records come in."""
 
 from __future__ import annotations
 
+import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import prof_engine
 from conftest import write_trace, x
 from prof_engine import schema
 from prof_engine.schema import PARTITION_KEYS
+from prof_engine.store.partitions import PartitionWriter, partition_dir
 
 
 def test_partition_files_hold_the_schema_types(tmp_path):
@@ -25,3 +32,47 @@ def test_partition_files_hold_the_schema_types(tmp_path):
             assert {f.name: f.type for f in found} == expected, path
     self_dur = prof_engine.open(run).sql("SELECT name, self_dur FROM slices WHERE kind = 'host_op' ORDER BY name").rows()
     assert self_dur == [("aten::addmm", 40_000), ("aten::linear", 10_000)]
+
+
+def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
+    devices = ["host", "gpu0", "npu:1", "a/b", "..", "a=b", "a b", "%2F", "é", "~_-.", "'\""]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT unnest(?) AS device, 3::BIGINT AS step, 1 AS v", [devices])
+    con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (device, step))")
+    written = {str(p.parent.relative_to(tmp_path / "duckdb")) for p in (tmp_path / "duckdb").rglob("*.parquet")}
+    assert written == {partition_dir(d, 3) for d in devices}
+    assert partition_dir("host", None) == "device=host/step=__HIVE_DEFAULT_PARTITION__"
+
+
+def test_records_in_any_order_land_in_their_partitions(tmp_path):
+    """Shuffled records (each batch sorted in place) and a budget far below the data: partitions
+    get several files, and the dataset holds exactly the records written."""
+    rng = random.Random(1)
+    rows = [("host" if i % 3 else "gpu/0", None if i % 7 == 0 else i % 11, i, f"op{i % 5}" * 20) for i in range(20_000)]
+    rng.shuffle(rows)
+    table = pa.table({"device": [r[0] for r in rows], "step": pa.array([r[1] for r in rows], pa.int64()),
+                      "id": [r[2] for r in rows], "name": [r[3] for r in rows]})
+    with ThreadPoolExecutor(2) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10)
+        for batch in table.to_batches(max_chunksize=1000):
+            writer.write(batch)
+        assert writer.close() == len(rows)
+    files = list((tmp_path / "t").rglob("*.parquet"))
+    partitions = {(r[0], r[1]) for r in rows}
+    assert len({f.parent for f in files}) == len(partitions) < len(files)
+    back = duckdb.sql(f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
+                      "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id").fetchall()
+    assert back == sorted(rows, key=lambda r: r[2])
+
+
+def test_large_partition_is_written_in_row_groups(tmp_path):
+    n = 300_000
+    table = pa.table({"device": ["host"] * n, "step": pa.array([1] * n, pa.int64()), "id": range(n)})
+    with ThreadPoolExecutor(1) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool)
+        for batch in table.to_batches(max_chunksize=16_384):
+            writer.write(batch)
+        writer.close()
+    (path,) = Path(tmp_path / "t" / "device=host" / "step=1").glob("part-*.parquet")
+    meta = pq.read_metadata(path)
+    assert meta.num_rows == n and meta.num_row_groups == 3

@@ -2,10 +2,10 @@
 
 Importers hand record batches to `RunBuilder.sink` as they decode; the builder appends them to
 staging Parquet files (nothing is held in memory). `finalize()` then runs
-`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links), writes
-each table as a hive-partitioned dataset, writes `manifest.json`, and renames the finished
-directory into place. Until that rename nothing is visible at the run's path; on any error the
-temporary directory is removed.
+`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links), streams
+each table into a hive-partitioned dataset (`partitions.PartitionWriter`), writes `manifest.json`,
+and renames the finished directory into place. Until that rename nothing is visible at the run's
+path; on any error the temporary directory is removed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import shutil
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
+from prof_engine.store.partitions import PartitionWriter
+
+STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 
 
 @dataclass
@@ -61,7 +65,7 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> None:
     """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
-    views `final_<table>` hold the canonical records."""
+    views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up."""
     con.register("_files_arrow", pa.table({
         "file": pa.array([f[0] for f in files], pa.int32()),
         "rank": pa.array([f[1] for f in files], pa.int32()),
@@ -69,30 +73,63 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     }))
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
     for name, table in schema.stored_tables().items():
-        staged = Path(staging) / name
-        if any(staged.glob("*.parquet")):
-            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT * FROM read_parquet('{staged}/*.parquet')")
+        staged = sorted(str(p) for p in (Path(staging) / name).glob("*.parquet"))
+        if staged:
+            paths = ", ".join(_sql_text(p) for p in staged)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
+                        f"file_row_number AS _row FROM read_parquet([{paths}])")
         else:
             con.register(f"_empty_{name}", table.arrow_schema.empty_table())
-            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT * FROM _empty_{name}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, 0::UBIGINT AS _part, "
+                        f"0::BIGINT AS _row FROM _empty_{name}")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
 
 
 def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | None = None) -> dict[str, int]:
     """Write each `final_<table>` view as a hive-partitioned dataset `target/<table>/`; rows per table.
-    `only`: the tables to write (the others have nothing staged)."""
+    `only`: the tables to write (the others have nothing staged). Files are written on as many
+    threads as DuckDB may use on `con`."""
     rows = {}
-    for name in schema.stored_tables():
-        if only is not None and name not in only:
-            rows[name] = 0
-            continue
-        copy = (
-            f"COPY (SELECT * FROM final_{name}) TO '{Path(target) / name}' (FORMAT parquet, COMPRESSION zstd, "
-            "PARTITION_BY (device, step), FILENAME_PATTERN 'part-{uuid}', OVERWRITE_OR_IGNORE)"
-        )
-        (Path(target) / name).mkdir(parents=True)
-        rows[name] = int(con.execute(copy).fetchall()[0][0])  # fetchall: leaves no result open on `con`
+    threads = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="prof-engine-write") as pool:
+        for name, table in schema.stored_tables().items():
+            if only is not None and name not in only:
+                rows[name] = 0
+                continue
+            (Path(target) / name).mkdir(parents=True)
+            writer = PartitionWriter(Path(target) / name, pool)
+            try:
+                for batch in con.sql(f"SELECT * FROM final_{name}").to_arrow_reader(STREAM_ROWS):
+                    writer.write(_canonical(batch, table))
+            finally:
+                rows[name] = writer.close()
     return rows
+
+
+def _canonical(batch: pa.RecordBatch, table: schema.Table) -> pa.RecordBatch:
+    """`batch` with the table's column types (DuckDB may hand out other string or int types)."""
+    if batch.schema.names != table.column_names:
+        raise RunError(f"finalize: final_{table.name} has columns {batch.schema.names}, not {table.column_names}")
+    if all(f.type == c.arrow_type for f, c in zip(batch.schema, table.columns)):
+        return batch
+    return batch.cast(pa.schema([pa.field(c.name, c.arrow_type) for c in table.columns]))
+
+
+def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest."""
+    devices = con.execute("SELECT * FROM _summary_devices").fetchall()
+    steps = con.execute("SELECT * FROM _summary_steps").fetchall()
+    ((start, end),) = con.execute("SELECT * FROM _summary_span").fetchall()
+    return {
+        "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
+        "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
+        "start_ns": start,
+        "end_ns": end,
+    }
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
@@ -183,7 +220,7 @@ class RunBuilder:
         try:
             stage_views(con, self.staging, [(s.index, s.rank, s.offset_ns) for s in sources])
             rows = copy_tables(con, self.tmp)
-            summary = summarise(con, self.tmp)
+            summary = staged_summary(con)
         finally:
             con.close()
         shutil.rmtree(self.staging, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 `LiveRun` creates the run directory at once, with a manifest in state `recording`, so the run
 opens from its first moment. Each `publish()` takes one batch of staged records (the same
-staging layout an import uses), runs `queries/store/finalize.sql` over it in DuckDB, COPYs the
+staging layout an import uses), runs `queries/store/finalize.sql` over it in DuckDB, writes the
 result as partition files into a hidden `.pending/<batch>/` directory inside the run and renames
 each finished file into its partition directory. A rename is atomic, so a reader sees a whole
 Parquet file or none; `slices` files are renamed last, so once a batch's steps are visible its
@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from prof_engine import schema
 from prof_engine.errors import RunError
-from prof_engine.store.builder import copy_tables, duckdb_connect, stage_views, summarise
+from prof_engine.store.builder import copy_tables, duckdb_connect, stage_views, staged_summary, summarise
 from prof_engine.store.files import FILE_MODE, make_dirs, write_text
 from prof_engine.store.manifest import MANIFEST
 
@@ -115,7 +115,7 @@ class LiveRun:
         staged = {t.name for t in Path(staging).iterdir() if any(t.glob("*.parquet"))}
         rows = copy_tables(con, batch / "out", staged)
         result = con.sql(query).to_arrow_table() if query else None
-        summary = summarise(con, batch / "out")
+        summary = staged_summary(con)
         self._move_into_place(batch / "out")
         shutil.rmtree(batch, ignore_errors=True)
         self._account(rows, summary)

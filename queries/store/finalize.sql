@@ -5,9 +5,12 @@
 --                    file, `ts` is on the file's own clock, `step` is set on step records (and on
 --                    records whose source knows its step, as the collector's markers and samples
 --                    do), depth/parent_id are NULL unless the source knows the nesting (the
---                    collector's push/pop ranges), self_dur/launch_id are NULL.
+--                    collector's push/pop ranges), self_dur/launch_id are NULL. Two more columns
+--                    say where a record sits: `_part` (its staging file's position in the list)
+--                    and `_row` (its row in that file); they are the order of a plain scan.
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
--- Output: views final_<table>, one per canonical table, with every column filled in.
+-- Output: views final_<table>, one per canonical table, with every column filled in, and the
+-- views _summary_devices, _summary_steps and _summary_span for the manifest.
 --
 -- Algorithm:
 --   1. Steps are the host `step` records of each rank; a host record belongs to the step whose
@@ -22,9 +25,18 @@
 --   4. A device record was launched by the host op with its External id, else by the host op
 --      enclosing the API call with its correlation id, else by that API call; it takes the step of
 --      its launcher, falling back to time containment.
+--
+-- How (bounded memory): steps 1-4 run on narrow projections of the staged records (ids, times,
+-- keys), never on their wide text columns (names, args). They yield the columns that finalisation
+-- fills in, one row per staged record (`_fill_slices`, `_point_fill`). `final_<table>` pairs each
+-- staged record with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row`
+-- order), so the wide columns are read once, in a stream, and never sorted, hashed or joined.
 
+-- The staged slices' narrow columns, on the run's rank and clock. Records of a file that `files`
+-- does not list are left out of the run.
 CREATE OR REPLACE TEMP VIEW _s AS
-SELECT s.* REPLACE (f.rank AS rank, s.ts + f.offset_ns AS ts)
+SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid,
+       s.correlation, s.external_id, s.step, s.depth, s.parent_id
 FROM staging_slices s JOIN files f ON s.rank = f.file;
 
 -- The host's step records define a rank's steps; a GPU trace also has each step as a device range
@@ -37,85 +49,139 @@ SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM st
 WHERE device = 'host' OR rank NOT IN (SELECT rank FROM host_ranks)
 GROUP BY rank, step;
 
+-- The records to nest, each on its lane: one thread of one rank, one layer (a small integer,
+-- so that the sweep sorts on integers only).
 CREATE OR REPLACE TEMP TABLE _nest_input AS
-SELECT id, rank, pid, tid, (kind = 'user_range')::INTEGER AS layer, ts, dur FROM _s
-WHERE device = 'host' AND (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL));
+WITH r AS (
+    SELECT id, rank, pid, tid, (kind = 'user_range')::INTEGER AS layer, ts, dur FROM _s
+    WHERE device = 'host' AND (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL))
+), lanes AS (
+    SELECT rank, pid, tid, layer, row_number() OVER () AS lane FROM (SELECT DISTINCT rank, pid, tid, layer FROM r)
+)
+SELECT r.id, l.lane, r.ts, r.dur
+FROM r JOIN lanes l ON r.rank = l.rank AND r.pid IS NOT DISTINCT FROM l.pid AND r.tid IS NOT DISTINCT FROM l.tid
+ AND r.layer = l.layer;
 
+-- One sweep over all lanes at once: events sorted by lane, then time. Each interval adds +1 and
+-- -1 on its own lane, so the running sum is back to 0 where a lane's events end, and a global
+-- running sum equals the per-lane one (cheaper than a window partitioned by lane). `pos`
+-- orders the events; for the same reason the latest start one level up before a start is on
+-- the same lane.
 CREATE OR REPLACE TEMP TABLE _sweep AS
 WITH ev AS (
-    SELECT id, rank, pid, tid, layer, ts AS t, 1 AS d, 1 AS cls, -dur AS tie FROM _nest_input
+    SELECT id, lane, ts AS t, 1 AS d, 1 AS cls, -dur AS tie FROM _nest_input
     UNION ALL
-    SELECT id, rank, pid, tid, layer, ts + dur, -1, CASE WHEN dur > 0 THEN 0 ELSE 2 END, dur FROM _nest_input
+    SELECT id, lane, ts + dur, -1, CASE WHEN dur > 0 THEN 0 ELSE 2 END, dur FROM _nest_input
 ), ordered AS (
-    SELECT *, row_number() OVER w AS pos, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS open_count
-    FROM ev WINDOW w AS (PARTITION BY rank, pid, tid, layer ORDER BY t, cls, tie, id)
+    SELECT id, d, row_number() OVER w AS pos, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS open_count
+    FROM ev WINDOW w AS (ORDER BY lane, t, cls, tie, id)
 )
-SELECT id, rank, pid, tid, layer, pos, (open_count - 1)::INTEGER AS depth FROM ordered WHERE d = 1;
+SELECT id, pos, (open_count - 1)::INTEGER AS depth FROM ordered WHERE d = 1;
 
 CREATE OR REPLACE TEMP TABLE _nesting AS
 SELECT c.id, c.depth, p.id AS parent_id
-FROM _sweep c ASOF LEFT JOIN _sweep p
-  ON c.rank = p.rank AND c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
- AND c.layer = p.layer AND p.depth = c.depth - 1 AND c.pos > p.pos;
+FROM _sweep c ASOF LEFT JOIN _sweep p ON p.depth = c.depth - 1 AND c.pos > p.pos;
 
+-- Host records but steps: `step`, `depth`, `parent_id` as computed here (the device pass uses
+-- these), `stated_*` as the source gave them; the External id of host ops and the correlation id
+-- of API calls, by which the device pass finds launchers.
 CREATE OR REPLACE TEMP TABLE _host AS
-WITH stepped AS (
-    SELECT r.id, r.kind, r.dur, CASE WHEN r.ts < st.end_ns THEN st.step END AS step
-    FROM _s r ASOF LEFT JOIN _steps st ON r.rank = st.rank AND r.ts >= st.start_ns
-    WHERE r.device = 'host' AND r.kind <> 'step'
-), child_time AS (
-    SELECT n.parent_id AS id, sum(s.dur) AS child_dur
-    FROM _nesting n JOIN stepped s USING (id) WHERE s.kind = 'host_op' AND n.parent_id IS NOT NULL
-    GROUP BY n.parent_id
-)
-SELECT s.id, s.step, n.depth, n.parent_id,
-       -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
-       CASE WHEN s.kind = 'host_op' THEN greatest(s.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur
-FROM stepped s LEFT JOIN _nesting n USING (id) LEFT JOIN child_time c USING (id);
+SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op,
+       r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
+       CASE WHEN r.ts < st.end_ns THEN st.step END AS step, n.depth, n.parent_id,
+       CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
+       CASE WHEN r.kind = 'api' THEN r.correlation END AS api_correlation
+FROM _s r ASOF LEFT JOIN _steps st ON r.rank = st.rank AND r.ts >= st.start_ns
+LEFT JOIN _nesting n ON n.id = r.id
+WHERE r.device = 'host' AND r.kind <> 'step';
+
+-- Time of each host op's direct child host ops (for self_dur).
+CREATE OR REPLACE TEMP TABLE _child_time AS
+SELECT parent_id AS id, sum(dur) AS child_dur FROM _host WHERE is_host_op AND parent_id IS NOT NULL GROUP BY ALL;
+
+-- Launchers of device records: host ops by External id, API calls by correlation id (tables of
+-- their own: one hash table per statement keeps DuckDB within its memory limit).
+CREATE OR REPLACE TEMP TABLE _op_by_ext AS
+SELECT rank, op_external_id AS external_id, min(id) AS op_id FROM _host WHERE op_external_id IS NOT NULL GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE _api_by_corr AS
+SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent FROM _host
+WHERE api_correlation IS NOT NULL GROUP BY ALL;
+
+-- Device records but steps: their launcher, the launcher's step, then their own step (a statement
+-- each, for the same reason).
+CREATE OR REPLACE TEMP TABLE _launched AS
+SELECT d._part, d._row, d.id, d.rank, d.ts, d.step AS stated_step, d.depth, d.parent_id,
+       coalesce(o.op_id, c.api_parent, c.api_id) AS launch_id
+FROM _s d
+LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
+LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation
+WHERE d.device <> 'host' AND d.kind <> 'step';
+
+CREATE OR REPLACE TEMP TABLE _launcher_step AS
+SELECT l.*, h.step AS launcher_step FROM _launched l LEFT JOIN _host h ON h.id = l.launch_id;
 
 CREATE OR REPLACE TEMP TABLE _device AS
-WITH dev AS (
-    SELECT id, rank, ts, correlation, external_id FROM _s WHERE device <> 'host' AND kind <> 'step'
-), op_by_ext AS (
-    SELECT rank, external_id, min(id) AS op_id FROM _s
-    WHERE device = 'host' AND kind = 'host_op' AND external_id IS NOT NULL GROUP BY ALL
-), api_by_corr AS (
-    SELECT a.rank, a.correlation, min(a.id) AS api_id, min(h.parent_id) AS api_parent
-    FROM _s a JOIN _host h USING (id)
-    WHERE a.device = 'host' AND a.kind = 'api' AND a.correlation IS NOT NULL GROUP BY ALL
-), launched AS (
-    SELECT d.id, d.rank, d.ts, coalesce(o.op_id, c.api_parent, c.api_id) AS launch_id
-    FROM dev d
-    LEFT JOIN op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
-    LEFT JOIN api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation
-)
-SELECT l.id, l.launch_id,
-       coalesce(h.step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
-FROM launched l
-LEFT JOIN _host h ON h.id = l.launch_id
-ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
+SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
+FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 
+-- What finalisation fills in, for every staged slice (rank NULL: a record to leave out).
+CREATE OR REPLACE TEMP VIEW _fill_slices AS
+SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
+       coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
+       -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
+       CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
+       NULL::BIGINT AS launch_id
+FROM _host h LEFT JOIN _child_time c USING (id)
+UNION ALL
+SELECT _part, _row, id, rank, ts, coalesce(stated_step, step), depth, parent_id, NULL, launch_id FROM _device
+UNION ALL
+SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL FROM _s WHERE kind = 'step'
+UNION ALL
+SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
+
+-- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
-SELECT s.* REPLACE (
-           coalesce(s.step, h.step, d.step) AS step,  -- a step the source stated wins
-           coalesce(s.depth, h.depth) AS depth, coalesce(s.parent_id, h.parent_id) AS parent_id,
-           h.self_dur AS self_dur, d.launch_id AS launch_id)
-FROM _s s LEFT JOIN _host h USING (id) LEFT JOIN _device d USING (id);
+SELECT s.* EXCLUDE (_part, _row) REPLACE (
+           f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step, f.depth::INTEGER AS depth,
+           f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id)
+FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
+WHERE CASE WHEN s.id IS DISTINCT FROM f.id THEN error('finalize: slices out of step with their computed columns')
+           ELSE f.rank IS NOT NULL END;
 
 -- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
 -- unless their source stated it.
-CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
-SELECT m.* REPLACE (f.rank AS rank, m.ts + f.offset_ns AS ts,
-                    coalesce(m.step, CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END) AS step)
-FROM query_table(staging) m JOIN files f ON m.rank = f.file
+CREATE OR REPLACE MACRO _point_fill(staging) AS TABLE
+SELECT m._part, m._row, f.rank, m.ts + f.offset_ns AS ts,
+       coalesce(m.step, CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END) AS step
+FROM query_table(staging) m LEFT JOIN files f ON m.rank = f.file
 ASOF LEFT JOIN _steps st ON f.rank = st.rank AND m.ts + f.offset_ns >= st.start_ns;
+
+CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
+SELECT m.* EXCLUDE (_part, _row) REPLACE (f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step)
+FROM query_table(staging) m POSITIONAL JOIN (SELECT * FROM _point_fill(staging) ORDER BY _part, _row) f
+WHERE CASE WHEN m._part <> f._part OR m._row <> f._row
+           THEN error('finalize: point records out of step with their computed columns')
+           ELSE f.rank IS NOT NULL END;
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');
 CREATE OR REPLACE TEMP VIEW final_memory_events AS SELECT * FROM _point_records('staging_memory_events');
 CREATE OR REPLACE TEMP VIEW final_flows AS SELECT * FROM _point_records('staging_flows');
 
--- Communication details take the device and step of their slice.
+-- Communication details take the rank, device and step of their slice (and go with it).
 CREATE OR REPLACE TEMP VIEW final_comm AS
-SELECT c.* REPLACE (s.rank AS rank, s.device AS device, s.step AS step)
-FROM staging_comm c JOIN final_slices s ON s.id = c.slice_id;
+SELECT c.* EXCLUDE (_part, _row) REPLACE (s.rank AS rank, s.device AS device, s.step AS step)
+FROM staging_comm c JOIN (
+    SELECT f.id, f.rank::INTEGER AS rank, s.device, f.step
+    FROM _fill_slices f JOIN staging_slices s ON s.id = f.id AND s._part = f._part AND s._row = f._row
+    WHERE f.id IN (SELECT slice_id FROM staging_comm) AND f.rank IS NOT NULL
+) s ON s.id = c.slice_id;
+
+-- For the manifest: slices per device, steps, time span.
+CREATE OR REPLACE TEMP VIEW _summary_devices AS
+SELECT rank, device, count(*) AS records FROM _s GROUP BY ALL ORDER BY rank, device;
+CREATE OR REPLACE TEMP VIEW _summary_steps AS
+SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s WHERE kind = 'step' GROUP BY ALL ORDER BY ALL;
+CREATE OR REPLACE TEMP VIEW _summary_span AS SELECT min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s;
