@@ -114,7 +114,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
 
 def import_sources(
     sources: Sequence[Path | str], out: Path | str, *, force: bool = False, jobs: int | None = None,
-    progress: Progress | None = None, metadata: dict[str, Any] | None = None,
+    progress: Progress | None = None, metadata: dict[str, Any] | None = None, memory_limit: str | None = None,
 ) -> Path:
     """Import trace files or directories into the run at `out`; return its path.
 
@@ -122,6 +122,8 @@ def import_sources(
     with a rank per unit, converted in `jobs` parallel processes (default: one per core). When
     several units are imported, one that fails is left out and listed in the manifest's `skipped`
     with its error; the others still make the run. If every unit fails, the first error is raised.
+    `memory_limit` caps DuckDB's memory while the run is finalised (e.g. "256MB"; default: from the
+    number of records, `prof_engine.store.builder.finalize_memory_limit`).
     """
     units = expand_sources([Path(s) for s in sources])
     sizes = [_size(u.path) for u in units]
@@ -134,7 +136,7 @@ def import_sources(
             progress(done, total)
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
-    with RunBuilder(Path(out), force=force) as builder:
+    with RunBuilder(Path(out), force=force, memory_limit=memory_limit) as builder:
         if jobs == 1:
             results = [_convert_unit(u, i, builder.staging, advance) for i, u in enumerate(units)]
         else:

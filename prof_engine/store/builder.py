@@ -2,10 +2,10 @@
 
 Importers hand record batches to `RunBuilder.sink` as they decode; the builder appends them to
 staging Parquet files (nothing is held in memory). `finalize()` then runs
-`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links), streams
-each table into a hive-partitioned dataset (`partitions.PartitionWriter`), writes `manifest.json`,
-and renames the finished directory into place. Until that rename nothing is visible at the run's
-path; on any error the temporary directory is removed.
+`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links) within a
+memory limit, streams each table into a hive-partitioned dataset (`partitions.PartitionWriter`),
+writes `manifest.json`, and renames the finished directory into place. Until that rename nothing
+is visible at the run's path; on any error the temporary directory is removed.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.partitions import PartitionWriter
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
+FINALIZE_MEMORY = (128 << 20, 1 << 30)  # bounds of DuckDB's memory limit in finalize
+FINALIZE_BYTES_PER_RECORD = 48
 
 
 @dataclass
@@ -60,6 +62,18 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     return con
+
+
+def finalize_memory_limit(staging: Path) -> str:
+    """DuckDB's memory limit for finalising the records staged under `staging`.
+
+    DuckDB spills what does not fit to its temp directory, so a fixed limit would bound memory at
+    any size; but some of its operators (hash joins, ASOF joins) need working memory that grows
+    with the rows, and below ~30 B per staged record it fails with an out-of-memory error (1 GB
+    of Kineto JSON, 3.4 M records, failed at 72 MB and passed at 100 MB). So: 48 B per record,
+    at least 128 MB (a 100 MB trace does not spill) and at most 1 GB (~10 GB of JSON)."""
+    records = sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
+    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, FINALIZE_MEMORY[0]), FINALIZE_MEMORY[1]) >> 20}MB"
 
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> None:
@@ -216,11 +230,16 @@ class RunBuilder:
         """Assign steps and links, write the partitioned tables and the manifest, publish the run.
 
         The staging sinks that wrote into `self.staging` must be closed."""
-        con = duckdb_connect(self.tmp / "_spill", self.memory_limit)
+        memory_limit = self.memory_limit or finalize_memory_limit(self.staging)
+        con = duckdb_connect(self.tmp / "_spill", memory_limit)
         try:
             stage_views(con, self.staging, [(s.index, s.rank, s.offset_ns) for s in sources])
             rows = copy_tables(con, self.tmp)
             summary = staged_summary(con)
+        except duckdb.OutOfMemoryException as e:
+            raise RunError(f"{self.out}: finalising the import ran out of memory within DuckDB's limit of "
+                           f"{memory_limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "
+                           f"({str(e).splitlines()[0]})") from None
         finally:
             con.close()
         shutil.rmtree(self.staging, ignore_errors=True)

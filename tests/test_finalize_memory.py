@@ -1,0 +1,31 @@
+"""The memory DuckDB may use while an import is finalised: from the number of staged records,
+within bounds; too little of it is a one-line RunError that says how to give more."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import prof_engine
+from conftest import write_trace, x
+from prof_engine.store.builder import finalize_memory_limit
+
+
+@pytest.mark.parametrize(("records", "limit"), [(0, "128MB"), (1_000_000, "128MB"), (4_000_000, "183MB"),
+                                                (30_000_000, "1024MB")])
+def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records, limit):
+    for table, n in (("slices", records // 2), ("flows", records - records // 2)):
+        (tmp_path / table).mkdir()
+        pq.write_table(pa.table({"x": pa.nulls(n, pa.int8())}), tmp_path / table / "unit.parquet")
+    assert finalize_memory_limit(tmp_path) == limit
+
+
+def test_running_out_of_memory_is_a_run_error(tmp_path):
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
+    events += [x(f"op{i}", 1 + i, 0.5) for i in range(2000)]
+    trace = write_trace(tmp_path / "t.json", events)
+    with pytest.raises(prof_engine.RunError, match=r"ran out of memory within DuckDB's limit of 1MB; pass a larger "
+                                                   r"memory_limit to import_trace"):
+        prof_engine.import_trace([trace], tmp_path / "run", memory_limit="1MB")
+    assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run.*"))
