@@ -367,11 +367,12 @@ def prepare_trace(args: argparse.Namespace, workdir: Path) -> Path:
     import gen_kineto
 
     version = hashlib.sha256((HERE / "gen_kineto.py").read_bytes()).hexdigest()[:8]
-    path = workdir / f"kineto_{args.mb:g}mb_seed{args.seed}_{version}.json"
+    blocks = "" if args.blocks == 16 else f"_blocks{args.blocks}"
+    path = workdir / f"kineto_{args.mb:g}mb_seed{args.seed}{blocks}_{version}.json"
     if not path.exists():
         t0 = time.perf_counter()
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        st = gen_kineto.write_trace(partial, args.mb, seed=args.seed, trace_name=path.name)
+        st = gen_kineto.write_trace(partial, args.mb, seed=args.seed, blocks=args.blocks, trace_name=path.name)
         partial.rename(path)  # a half-written trace is never reused
         print(f"generated {path}: {st['bytes'] / 1e6:.1f} MB, {st['events']:,} events, {st['steps']} steps "
               f"in {time.perf_counter() - t0:.1f} s")
@@ -446,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], choices=NAMES, help="leave a contender out (repeatable)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per contender: best wall, median peak RSS")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--blocks", type=int, default=16, help="conv blocks per step of the synthetic trace (16: "
+                    "~0.7 MB of JSON per step; 160: ~7 MB, closer to a large model's step)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "prof-engine-bench")
     ap.add_argument("--profile", action="store_true", help="also cProfile prof-engine's import")
     ap.add_argument("--top", type=int, default=15, help="functions listed by --profile")
