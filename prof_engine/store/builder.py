@@ -15,7 +15,8 @@ import json
 import shutil
 import tempfile
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,9 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     }
 
 
+_PENDING = 4  # staged batches waiting to be written, at most
+
+
 class StagingSink:
     """Appends record batches to staging Parquet files under `root/<table>/`, one file per table.
 
@@ -178,9 +182,18 @@ class StagingSink:
         self.root = Path(root)
         self.tag = uuid.uuid4().hex
         self._writers: dict[str, pq.ParquetWriter] = {}
+        # Batches are encoded and written on a thread of their own (Parquet encoding releases the
+        # GIL), beside the converter; at most _PENDING of them wait, which bounds the memory.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="prof-engine-stage")
+        self._pending: deque[Future] = deque()
 
     def __call__(self, table: str, batch: pa.RecordBatch) -> None:
         schema.validate(table, batch)
+        while len(self._pending) >= _PENDING or (self._pending and self._pending[0].done()):
+            self._pending.popleft().result()  # raises a failed write's error here
+        self._pending.append(self._pool.submit(self._write, table, batch))
+
+    def _write(self, table: str, batch: pa.RecordBatch) -> None:
         w = self._writers.get(table)
         if w is None:
             path = self.root / table / f"{self.tag}.parquet"
@@ -189,12 +202,20 @@ class StagingSink:
         w.write_batch(batch)
 
     def close(self) -> None:
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            for w in self._writers.values():
+                w.close()
+            self._writers.clear()
+            self._pool.shutdown(wait=True)
 
     def discard(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - what is being thrown away may have failed to write
+            pass
         for path in self.root.glob(f"*/{self.tag}.parquet"):
             path.unlink()
 
