@@ -13,12 +13,17 @@ SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.
 FROM slices t LEFT JOIN slices l ON l.id = t.launch_id
 WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
 
+-- The wait is computed on the tasks' narrow timing columns and joined back by id (ids are unique):
+-- a window sorts every column it carries, and the names and shapes are most of a task's bytes.
 CREATE OR REPLACE VIEW _tasks AS
-SELECT *,
-       -- idle time on the stream before this task: since the latest end of the tasks before it
-       greatest(ts - max(ts + dur) OVER (PARTITION BY rank, device, stream ORDER BY ts, id
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS wait
-FROM _task_ops;
+WITH waits AS (
+    SELECT id,
+           -- idle time on the stream before this task: since the latest end of the tasks before it
+           greatest(ts - max(ts + dur) OVER (PARTITION BY rank, device, stream ORDER BY ts, id
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS wait
+    FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset')
+)
+SELECT t.*, w.wait FROM _task_ops t JOIN waits w ON w.id = t.id;
 
 -- Ranks that recorded no device task: their reports fall back to host ops.
 CREATE OR REPLACE VIEW _host_only_ranks AS
