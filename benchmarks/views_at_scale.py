@@ -53,11 +53,11 @@ BASELINE_OF = {"op_statistic": "polars op_statistic", "api_statistic": "polars a
 
 # -- the children: one measurement each ----------------------------------------------------------------
 def export_steps(run: Path, rows: int) -> list[int]:
-    """The first steps whose device records add up to at least `rows` (from the manifest)."""
+    """The first steps whose device records add up to about `rows` (from the manifest)."""
     manifest = json.loads((run / "manifest.json").read_text())
     per_step = manifest["metadata"]["device_records_per_step"]
     steps = sorted({s["step"] for s in manifest["steps"]})
-    return steps[:max(1, -(-rows // per_step))]
+    return steps[:max(1, round(rows / per_step))]
 
 
 def measure_engine(name: str, run: Path, out: Path, export_rows: int) -> dict:
@@ -224,14 +224,16 @@ def machine_info(run: Path) -> str:
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     mem = next((int(ln.split()[1]) for ln in open("/proc/meminfo") if ln.startswith("MemTotal")), 0)
     versions = ", ".join(f"{m} {importlib.import_module(m).__version__}" for m in ("duckdb", "pyarrow", "polars"))
-    head = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--", "prof_engine", "queries"],
+    where = Path(importlib.import_module("prof_engine").__file__).parent.parent  # the library measured (PYTHONPATH)
+    head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "prof_engine", "queries"],
                            capture_output=True, text=True).stdout.strip()
     m = json.loads((run / "manifest.json").read_text())
     files = sum(1 for _ in run.rglob("*.parquet"))
     size = sum(p.stat().st_size for p in run.rglob("*.parquet"))
     return (f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 2**20:.1f} GiB RAM; Python {sys.version.split()[0]}; {versions}; "
-            f"prof-engine at {head.stdout.strip()}{' + uncommitted changes' if dirty else ''}; {time.strftime('%Y-%m-%d')}\n"
+            f"prof-engine from {where} at {head.stdout.strip() or '?'}{' + uncommitted changes' if dirty else ''}; "
+            f"{time.strftime('%Y-%m-%d')}\n"
             f"run: {run}: {m['tables']} rows, {len(m['ranks'])} ranks, {len({s['step'] for s in m['steps']})} steps, "
             f"{files} files, {size / 1e6:.0f} MB")
 
