@@ -300,8 +300,8 @@ SELECT h.id, h.rank::INTEGER AS rank, 'host' AS device, h.step, h.kind, h.name,
        host_pid(h.rank) AS pid, (host_pid(h.rank)::BIGINT + 7 * h.thread)::VARCHAR AS tid, NULL::BIGINT AS stream,
        CASE WHEN h.kind = 'api' THEN h.id END AS correlation, h.ext AS external_id,
        h.depth, h.parent_id,
-       -- an import writes self_dur as DOUBLE: finalize.sql's sum() of BIGINT is a HUGEINT, which Parquet stores as DOUBLE
-       CASE WHEN h.kind = 'host_op' THEN greatest(h.dur - coalesce(c.child_dur, 0), 0)::DOUBLE END AS self_dur,
+       -- finalize.sql's expression, so that the writer stores it as it stores an import's
+       CASE WHEN h.kind = 'host_op' THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END AS self_dur,
        NULL::BIGINT AS launch_id, h.shapes AS input_shapes, h.types AS input_types,
        CASE WHEN h.kind = 'api'
             THEN printf('{"External id": %d, "cbid": %d, "correlation": %d}', h.ext, cb.cbid, h.id)
