@@ -15,13 +15,14 @@ CREATE OR REPLACE MACRO task_type(kind) AS
 
 -- Level of a host API call: the CANN level the source recorded (acl, node, hccl, runtime), else
 -- CUDA/HIP runtime or driver by category.
+-- (JSON is parsed only where a key "level" can be: the text holds `level`, or a \u escape.)
 CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
-    json_extract_string(args, '$.level'),
+    CASE WHEN contains(args, 'level') OR contains(args, '\u') THEN json_extract_string(args, '$.level') END,
     CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
 
 -- Name of a host API call as api_statistic reports it: CANN writes `<layer>@<api>`
 -- (`AscendCL@aclrtMemcpyAsync`, `Node@launch`, `Hccl@Launch_Ffts`), msprof reports `<api>`.
-CREATE OR REPLACE MACRO api_name(name) AS regexp_replace(name, '^[^@]*@', '');
+CREATE OR REPLACE MACRO api_name(name) AS CASE WHEN contains(name, '@') THEN regexp_replace(name, '^[^@]*@', '') ELSE name END;
 
 -- Collective of a communication op in one word for every vendor, so runs from different sources
 -- meet: hcom_allReduce_, ncclKernel_AllReduce_RING_LL_Sum_float and nccl:all_reduce are all

@@ -1,24 +1,46 @@
 -- view: _intervals
--- answers: interval algebra over (key, s, e) rows — union and difference — written once and used
---   by the overlap analysis. `key` is any grouping value (a STRUCT of rank, device, step, say);
+-- answers: interval algebra over (key, s, e) rows — union, gaps and difference — written once and
+--   used by the overlap analysis. `key` is any grouping value (a STRUCT of rank, device, step, say);
 --   intervals are half-open [s, e) in ns.
 -- requires:
 
--- Union: merge overlapping, nested and touching intervals of each key.
--- Algorithm: order by start; an interval starts a new island when it starts after the largest end
--- seen so far; each island is one merged interval [min start, max end].
-CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
-WITH ordered AS (
-    SELECT key, s, e,
-           max(e) OVER (PARTITION BY key ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+-- Island ends: where each key's merged intervals end, and where the next one starts.
+-- Algorithm: order a key's intervals by start and keep the running maximum of their ends (the
+-- reach); an island ends at an interval whose reach falls short of the next interval's start (a
+-- touching start continues it), or at the key's last interval. Intervals with equal starts can come
+-- in any order: only the last of them can end an island, and its reach covers them all. One pass.
+CREATE OR REPLACE MACRO _interval_ends(tbl) AS TABLE
+SELECT key, first_s, e, next_s FROM (
+    SELECT key, first_value(s) OVER w AS first_s, max(e) OVER w AS e, lead(s) OVER w AS next_s
     FROM query_table(tbl) WHERE e > s
-), islands AS (
-    SELECT key, s, e,
-           sum(CASE WHEN reach IS NULL OR s > reach THEN 1 ELSE 0 END)
-               OVER (PARTITION BY key ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
-    FROM ordered
+    WINDOW w AS (PARTITION BY key ORDER BY s ROWS UNBOUNDED PRECEDING)
+) WHERE next_s IS NULL OR next_s > e;
+
+-- Union: merge overlapping, nested and touching intervals of each key.
+-- Algorithm: an island runs from where the previous island's end said the next one starts (the
+-- key's first start for its first island) to its own end.
+CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
+SELECT key, coalesce(lag(next_s) OVER (PARTITION BY key ORDER BY e), first_s) AS s, e FROM _interval_ends(tbl);
+
+-- Gaps: the parts of each key's span — from its first start to its last end, empty intervals
+-- included — that none of its intervals covers.
+-- Algorithm: from each island's end to the next island's start; and where empty intervals stretch
+-- the span, from its start to the first island and from the last island to its end (the whole span
+-- when no interval is longer than 0).
+CREATE OR REPLACE MACRO interval_gaps(tbl) AS TABLE
+WITH ends AS MATERIALIZED (
+    SELECT * FROM _interval_ends(tbl)
+), span AS (
+    SELECT key, min(s) AS s, max(e) AS e FROM query_table(tbl) GROUP BY key HAVING max(e) > min(s)
+), last AS (
+    SELECT key, first_s, e FROM ends WHERE next_s IS NULL
 )
-SELECT key, min(s) AS s, max(e) AS e FROM islands GROUP BY key, island;
+SELECT key, e AS s, next_s AS e FROM ends WHERE next_s IS NOT NULL
+UNION ALL
+SELECT p.key, p.s, coalesce(l.first_s, p.e) FROM span p LEFT JOIN last l ON l.key IS NOT DISTINCT FROM p.key
+WHERE coalesce(l.first_s, p.e) > p.s
+UNION ALL
+SELECT p.key, l.e, p.e FROM span p JOIN last l ON l.key IS NOT DISTINCT FROM p.key WHERE p.e > l.e;
 
 -- Difference: the parts of `a`'s intervals covered by no interval of `b`, merged, per key.
 -- Algorithm: a sweep. Emit +1/-1 at the starts/ends of a and of b, sum per time point, take the

@@ -4,6 +4,6 @@
 --   op_statistic sums it per op type; a comparison of runs takes it per step.
 -- requires: _tasks, slices
 CREATE OR REPLACE VIEW _op_calls AS
-SELECT rank, device, step, op_type, task_type AS core_type, dur FROM _tasks WHERE kind = 'kernel'
+SELECT rank, device, step, op_type, task_type AS core_type, dur FROM _task_ops WHERE kind = 'kernel'
 UNION ALL
 SELECT rank, device, step, name, 'CPU', self_dur FROM slices WHERE kind = 'host_op';

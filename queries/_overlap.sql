@@ -10,23 +10,50 @@
 -- Span of a step on a device: from its first to its last activity (as torch_npu's Overlap
 -- Analysis lanes: time before the first activity is the step's Preparing, not Free).
 CREATE OR REPLACE VIEW _activity AS
-SELECT {'rank': rank, 'device': device, 'step': step} AS key,
-       CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
+SELECT rank, device, step, CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type,
+       ts AS s, ts + dur AS e
 FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm')
 UNION ALL
-SELECT {'rank': rank, 'device': device, 'step': step},
-       CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END, ts, ts + dur
+SELECT rank, device, step, CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END, ts, ts + dur
 FROM slices WHERE device = 'host' AND kind IN ('host_op', 'comm') AND rank IN (SELECT rank FROM _host_only_ranks);
 
-CREATE OR REPLACE VIEW _computing AS SELECT key, s, e FROM _activity WHERE type = 'Computing';
-CREATE OR REPLACE VIEW _communication AS SELECT key, s, e FROM _activity WHERE type = 'Communication';
-CREATE OR REPLACE VIEW _any_activity AS SELECT key, s, e FROM _activity;
+-- The interval passes partition and sort by one integer key, which DuckDB's windows handle far
+-- faster than a STRUCT with text in it: rank, the device's number in the run's sorted device list
+-- and step (NULL apart from every step) packed into one HUGEINT, exactly; _overlap unpacks it.
+CREATE OR REPLACE MACRO _pack_key(rank, device_no, step) AS
+    ((rank::HUGEINT + 2147483648) << 82) + (device_no::HUGEINT << 65)
+    + ((step IS NOT NULL)::INTEGER::HUGEINT << 64) + (coalesce(step, 0)::HUGEINT + 9223372036854775808);
+CREATE OR REPLACE MACRO _unpack_key(key, devices) AS {
+    'rank': ((key >> 82) - 2147483648)::INTEGER,
+    'device': devices[((key >> 65) & 131071)::INTEGER],
+    'step': CASE WHEN (key >> 64) & 1 = 1 THEN ((key & 18446744073709551615) - 9223372036854775808)::BIGINT END};
 
-CREATE OR REPLACE VIEW _step_span AS
-SELECT key, min(s) AS s, max(e) AS e FROM _activity GROUP BY key;
-
+-- Lanes: Computing and Communication are the unions of their activity; Communication(Not
+-- Overlapped) is merged communication minus merged computing, where only computing that meets
+-- communication can hide any (found by an ASOF join: the latest communication island starting
+-- before a computing island ends), so the subtraction's sweep sees few intervals; Free is the gaps
+-- of all activity within the span from the first to the last activity. The activity is read once.
 CREATE OR REPLACE VIEW _overlap AS
-SELECT key, 'Computing' AS type, s, e FROM interval_union('_computing')
-UNION ALL SELECT key, 'Communication', s, e FROM interval_union('_communication')
-UNION ALL SELECT key, 'Communication(Not Overlapped)', s, e FROM interval_subtract('_communication', '_computing')
-UNION ALL SELECT key, 'Free', s, e FROM interval_subtract('_step_span', '_any_activity');
+WITH devices AS (
+    SELECT list(DISTINCT device ORDER BY device) AS names FROM slices
+), activity AS MATERIALIZED (
+    SELECT _pack_key(rank, list_position((SELECT names FROM devices), device), step) AS key, type, s, e FROM _activity
+), computing AS (
+    SELECT key, s, e FROM activity WHERE type = 'Computing'
+), communication AS (
+    SELECT key, s, e FROM activity WHERE type = 'Communication'
+), computing_union AS MATERIALIZED (
+    SELECT key, s, e FROM interval_union('computing')
+), communication_union AS MATERIALIZED (
+    SELECT key, s, e FROM interval_union('communication')
+), hiding AS (
+    SELECT c.key, c.s, c.e FROM computing_union c
+    ASOF JOIN communication_union m ON m.key = c.key AND c.e > m.s
+    WHERE m.e > c.s
+), lanes AS (
+    SELECT key, 'Computing' AS type, s, e FROM computing_union
+    UNION ALL SELECT key, 'Communication', s, e FROM communication_union
+    UNION ALL SELECT key, 'Communication(Not Overlapped)', s, e FROM interval_subtract('communication_union', 'hiding')
+    UNION ALL SELECT key, 'Free', s, e FROM interval_gaps('activity')
+)
+SELECT _unpack_key(key, (SELECT names FROM devices)) AS key, type, s, e FROM lanes;

@@ -15,4 +15,4 @@
 SELECT rank AS "Rank", device AS "Device", step AS "Step", name AS kernel_name, task_type AS kernel_type,
        stream AS stream_id, correlation AS task_id, us(dur) AS "task_time(us)",
        us_ts(ts) AS "task_start(us)", us_ts(ts + dur) AS "task_stop(us)"
-FROM _tasks
+FROM _task_ops

@@ -51,6 +51,79 @@ def test_interval_union_keeps_keys_apart():
 
 
 @pytest.mark.parametrize(
+    "intervals, expected",
+    [
+        # [0--10)   [20--30)      → the hole between them
+        ([(0, 10), (20, 30)], [(10, 20)]),
+        # [0---10) [10---20): touching, no gap
+        ([(0, 10), (10, 20)], []),
+        # [0-----20) holding [5-8), then [25-30): one gap
+        ([(0, 20), (5, 8), (25, 30)], [(20, 25)]),
+        # empty intervals at 0 and 50 stretch the span [0, 50) around [10, 20)
+        ([(0, 0), (10, 20), (50, 50)], [(0, 10), (20, 50)]),
+        # only empty intervals: the whole span
+        ([(5, 5), (9, 9)], [(5, 9)]),
+        # one empty interval: no span
+        ([(5, 5)], []),
+    ],
+    ids=["hole", "touching", "nested-then-hole", "empty-stretches-span", "only-empty", "single-empty"],
+)
+def test_interval_gaps(intervals, expected):
+    con = _macros()
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)")
+    assert _rows(con, "SELECT s, e FROM interval_gaps('t')") == expected
+
+
+# -- an independent reference: the same operations on sets of integer points --------------------------
+def _points(intervals) -> set[int]:
+    return {t for s, e in intervals for t in range(s, e)}
+
+
+def _runs(points: set[int]) -> list[tuple[int, int]]:
+    """Maximal [s, e) runs of consecutive points."""
+    runs: list[list[int]] = []
+    for t in sorted(points):
+        if runs and runs[-1][1] == t:
+            runs[-1][1] = t + 1
+        else:
+            runs.append([t, t + 1])
+    return [tuple(r) for r in runs]
+
+
+def _random_intervals(rng, n: int) -> list[tuple[int, int, int]]:
+    """(key, s, e) rows: nested, overlapping, touching, duplicated, empty and negative intervals."""
+    rows = []
+    for _ in range(n):
+        s = rng.randint(0, 40)
+        rows.append((rng.randint(1, 3), s, s + rng.choice([0, 1, 2, 3, 5, 8, 13, -2, rng.randint(0, 30)])))
+    return rows + rng.sample(rows, min(3, len(rows)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_interval_macros_match_point_sets(seed):
+    """union, gaps and subtract equal the same operations done on sets of integer points."""
+    import random
+
+    rng = random.Random(seed)
+    a, b = _random_intervals(rng, rng.randint(1, 25)), _random_intervals(rng, rng.randint(0, 25))
+    con = _macros()
+    for name, rows in (("a", a), ("b", b)):
+        con.execute(f"CREATE TABLE {name} (key INTEGER, s BIGINT, e BIGINT)")
+        if rows:
+            con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
+    for key in (1, 2, 3):
+        ka = [(s, e) for k, s, e in a if k == key]
+        kb = [(s, e) for k, s, e in b if k == key]
+        union = _runs(_points(ka))
+        span = (min(s for s, _ in ka), max(e for _, e in ka)) if ka else (0, 0)
+        gaps = _runs(_points([span]) - _points(ka))
+        diff = _runs(_points(ka) - _points(kb))
+        assert _rows(con, f"SELECT s, e FROM interval_union('a') WHERE key = {key}") == union
+        assert _rows(con, f"SELECT s, e FROM interval_gaps('a') WHERE key = {key}") == gaps
+        assert _rows(con, f"SELECT s, e FROM interval_subtract('a', 'b') WHERE key = {key}") == diff
+
+
+@pytest.mark.parametrize(
     "a, b, expected",
     [
         # a [0------------30)  b   [10--20)          → [0,10) [20,30)

@@ -148,22 +148,64 @@ def _arrow_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> 
         con.unregister("_arrow_input")
 
 
-def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> None:
+def _parquet_source(files: list[Path], union_by_name: bool) -> str:
+    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    return (f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
+            "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+
+
+def _uniform(con: duckdb.DuckDBPyConnection, files: list[Path]) -> bool:
+    """Whether all `files` have the same columns, in the same order, of the same types."""
+    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    return con.execute(
+        f"SELECT count(DISTINCT columns) FROM (SELECT file_name, string_agg(name || ' ' || duckdb_type, ', ' "
+        f"ORDER BY column_id) AS columns FROM parquet_schema({listing}) WHERE num_children IS NULL GROUP BY file_name)"
+    ).fetchone()[0] <= 1
+
+
+def _partition_files(table_dir: Path, steps: list[int] | None) -> list[Path]:
+    """The Parquet files of a table (sorted, as a glob lists them); with `steps`, those of the steps'
+    partitions, unless none is (the view's step filter then leaves no rows either way)."""
+    files = sorted(table_dir.rglob("*.parquet"), key=str)
+    if steps:
+        wanted = {f"step={s}" for s in steps}
+        return [f for f in files if f.parent.name in wanted] or files
+    return files
+
+
+def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> dict[str, str]:
+    """Create the run's tables as views; return the SELECT each must have once the views of
+    `queries/` exist (`attach`): until then a table with files reads an empty table of its types.
+
+    Why: DuckDB binds a table's scan again at every reference, and the views reference `slices`
+    dozens of times, at CREATE and at each query. With a glob that means listing the directory
+    tree each time, and with union_by_name reading every file's footer each time: tens of seconds
+    to open a run of a thousand partitions. So the files are listed once, here; their schemas are
+    compared once, and union_by_name is used only for a run whose files differ (written by
+    different versions; without it DuckDB would cast every file to the first one's types); and
+    the views are created against the empty stand-ins, which bind at no cost."""
     rows = manifest.get("tables", {})
     _arrow_table(con, "_run_ranks", run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
+    final = {}
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)
         where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
-        if rows.get(name) and (path / name).is_dir():
-            glob = _quote(str(path / name / "**" / "*.parquet"))
-            src = (f"read_parquet({glob}, hive_partitioning = true, union_by_name = true, "
-                   "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+        files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
+        if files:
+            uniform = _uniform(con, files)
+            final[name] = f"SELECT {cols} FROM {_parquet_source(files, not uniform)}{where}"
+            if uniform:
+                con.execute(f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1], False)} LIMIT 0')
+                src = f'"_shape_{name}"'
+            else:
+                src = _parquet_source(files, True)
         else:
             _arrow_table(con, f"_empty_{name}", table.arrow_schema.empty_table())
             src = f"_empty_{name}"
         con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
         con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
+    return final
 
 
 def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
@@ -181,9 +223,12 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
     """
-    _register_tables(con, path, manifest, steps)
+    final = _register_tables(con, path, manifest, steps)
     for view in definitions().values():
         _create(con, view)
+    for name, select in final.items():  # the views bind afresh at each query: now they read the files
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
+        con.execute(f"COMMENT ON VIEW {name} IS {_quote(schema.stored_tables()[name].description)}")
 
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None) -> Run:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from queue import Queue
 from typing import IO
 
 import pyarrow as pa
@@ -10,6 +12,7 @@ import pyarrow.csv as pacsv
 
 # A cell a spreadsheet would evaluate: starts with = + - @, a tab or a carriage return.
 FORMULA_START = r"^[=+\-@\t\r]"
+_DONE = object()  # the end of write_csv's batches
 
 
 def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
@@ -18,16 +21,43 @@ def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
     for col in batch.columns:
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
             risky = pc.fill_null(pc.match_substring_regex(col, FORMULA_START), False)
-            col = pc.if_else(risky, pc.binary_join_element_wise("'", col, ""), col)
+            if pc.any(risky).as_py():  # else keep the column: if_else would copy every string
+                col = pc.if_else(risky, pc.binary_join_element_wise("'", col, ""), col)
         cols.append(col)
     return type(batch).from_arrays(cols, schema=batch.schema)
 
 
 def write_csv(batches, schema: pa.Schema, sink: str | IO[bytes]) -> int:
-    """Stream record batches to CSV (header, quoting only where needed), neutralised; return rows."""
+    """Stream record batches to CSV (header, quoting only where needed), neutralised; return rows.
+
+    A second thread neutralises and writes each batch while the next one is produced (DuckDB,
+    Arrow compute and the CSV writer all release the GIL): on two cores that hides most of the
+    writing behind the query."""
+    queue: Queue = Queue(maxsize=2)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with pacsv.CSVWriter(sink, schema, write_options=pacsv.WriteOptions(quoting_style="needed")) as w:
+                while (batch := queue.get()) is not _DONE:
+                    w.write(neutralise(batch))
+        except BaseException as e:  # handed to the producing thread, which raises it
+            failed.append(e)
+            while queue.get() is not _DONE:  # let the producer finish putting
+                pass
+
+    writer = threading.Thread(target=write, name="write_csv", daemon=True)
+    writer.start()
     rows = 0
-    with pacsv.CSVWriter(sink, schema, write_options=pacsv.WriteOptions(quoting_style="needed")) as w:
+    try:
         for batch in batches:
-            w.write(neutralise(batch))
+            if failed:
+                break
+            queue.put(batch)
             rows += batch.num_rows
+    finally:
+        queue.put(_DONE)
+        writer.join()
+    if failed:
+        raise failed[0]
     return rows

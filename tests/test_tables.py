@@ -1,0 +1,45 @@
+"""CSV writing of results: neutralised formulas, the same bytes as a plain Arrow CSV write, errors raised."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from prof_engine.engine.tables import neutralise, write_csv
+
+
+def _batches():
+    schema = pa.schema([("name", pa.string()), ("us", pa.float64())])
+    names = ["=SUM(A1)", "aten::mm", "-2+3", None, "@x", "ok"]
+    return schema, [pa.record_batch([pa.array(names[i:i + 2]), pa.array([1.5, 0.0][: len(names[i:i + 2])])], schema=schema)
+                    for i in range(0, len(names), 2)]
+
+
+def test_write_csv_neutralises_and_matches_arrow(tmp_path):
+    schema, batches = _batches()
+    assert write_csv(iter(batches), schema, str(tmp_path / "a.csv")) == 6
+    plain = io.BytesIO()
+    pacsv.write_csv(neutralise(pa.Table.from_batches(batches)), plain,
+                    write_options=pacsv.WriteOptions(quoting_style="needed"))
+    assert (tmp_path / "a.csv").read_bytes() == plain.getvalue()
+    assert "'=SUM(A1)" in plain.getvalue().decode() and "'-2+3" in plain.getvalue().decode()
+
+
+def test_write_csv_raises_what_the_producer_raised(tmp_path):
+    schema, batches = _batches()
+
+    def failing():
+        yield batches[0]
+        raise RuntimeError("query failed")
+
+    with pytest.raises(RuntimeError, match="query failed"):
+        write_csv(failing(), schema, str(tmp_path / "b.csv"))
+
+
+def test_write_csv_raises_what_the_writer_raised(tmp_path):
+    schema, batches = _batches()
+    with pytest.raises(OSError):
+        write_csv(iter(batches * 50), schema, str(tmp_path / "no such dir" / "c.csv"))
