@@ -64,6 +64,7 @@ class Run:
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
         self.con = duckdb.connect(config={"preserve_insertion_order": True})
+        self.con.execute("SET enable_progress_bar = false")  # our own progress; none on stdout
         attach(self.con, self.path, self.manifest, self.steps)
 
     def __enter__(self) -> Run:

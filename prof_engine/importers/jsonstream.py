@@ -86,13 +86,17 @@ class ChromeTraceReader:
         return InputError(f"{self.path}: {what}")
 
     def chunks(self) -> Iterator[list[Event]]:
+        return self.stream(self._chunks)
+
+    def stream(self, chunks_of: Callable[[BinaryIO], Iterator[Any]]) -> Iterator[Any]:
+        """`chunks_of(file)` over the opened file, with open and read errors as one-line InputErrors."""
         try:
             f = open_bytes(self.path)
         except OSError as e:
             raise self._fail(f"cannot open ({e.strerror})") from None
         with f:
             try:
-                yield from self._chunks(f)
+                yield from chunks_of(f)
             except (OSError, EOFError, zlib.error) as e:
                 raise self._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
 
@@ -103,7 +107,9 @@ class ChromeTraceReader:
             self.progress(len(data))
         return data
 
-    def _chunks(self, f: BinaryIO) -> Iterator[list[Event]]:
+    def _open_array(self, f: BinaryIO) -> bytes:
+        """Read up to the event array's '[' (the object's keys before it go to `header`); return
+        what was read after it."""
         buf = self._read(f)
         if not buf.strip():
             raise self._fail("file is empty")
@@ -115,6 +121,10 @@ class ChromeTraceReader:
             buf = self._skip_header(f, buf)
         else:
             raise self._fail("not JSON: a Chrome trace starts with '{' or '['")
+        return buf
+
+    def _chunks(self, f: BinaryIO) -> Iterator[list[Event]]:
+        buf = self._open_array(f)
         seen = 0
         while True:
             more = self._read(f)

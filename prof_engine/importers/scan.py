@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import queue
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ import pyarrow.compute as pc
 
 from prof_engine._native import ScanResult, load
 from prof_engine.importers.columns import _int
-from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event, open_bytes
+from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event
 
 TOP_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "s", "args")
 ARGS_KEYS = ("External id", "correlation", "stream", "device", "Input Dims", "Input type", "Collective name",
@@ -201,30 +200,11 @@ class Scanner:
             t.join()
 
     def _file_chunks(self) -> Iterator[Chunk]:
-        r = self.reader
-        try:
-            f = open_bytes(r.path)
-        except OSError as e:
-            raise r._fail(f"cannot open ({e.strerror})") from None
-        with f:
-            try:
-                yield from self._chunks(f)
-            except (OSError, EOFError, zlib.error) as e:
-                raise r._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
+        return self.reader.stream(self._chunks)
 
     def _chunks(self, f) -> Iterator[Chunk]:
         r = self.reader
-        buf = r._read(f)
-        if not buf.strip():
-            raise r._fail("file is empty")
-        buf = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
-        if buf[:1] == b"[":
-            r.form, buf = "array", buf[1:]
-        elif buf[:1] == b"{":
-            r.form = "object"
-            buf = r._skip_header(f, buf)
-        else:
-            raise r._fail("not JSON: a Chrome trace starts with '{' or '['")
+        buf = r._open_array(f)
         res = ScanResult()
         pos, after, seen, calls = 0, 0, 0, 0
         while True:

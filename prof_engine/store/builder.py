@@ -58,6 +58,7 @@ class SourceFile:
 def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`)."""
     con = duckdb.connect(config={"preserve_insertion_order": False})
+    con.execute("SET enable_progress_bar = false")  # our own progress; none on stdout
     if spill_dir is not None:
         con.execute("SET temp_directory = ?", [str(spill_dir)])
     if memory_limit:

@@ -104,6 +104,7 @@ class Batch:
         manifests = [read_manifest(path) for path, _ in sources]  # every run is one before any is attached
         self.labels = _labels([p for p, _ in sources])
         self.con = duckdb.connect(config={"preserve_insertion_order": True})
+        self.con.execute("SET enable_progress_bar = false")  # our own progress; none on stdout
         try:
             for i, ((path, steps), manifest) in enumerate(zip(sources, manifests)):
                 self.con.execute(f"CREATE SCHEMA run_{i}")
