@@ -13,6 +13,7 @@ from prof_engine import schema
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
+from prof_engine.store.builder import no_progress_bar
 from prof_engine.store.manifest import run_ranks
 
 
@@ -64,7 +65,7 @@ class Run:
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
         self.con = duckdb.connect(config={"preserve_insertion_order": True})
-        self.con.execute("SET enable_progress_bar = false")  # our own progress; none on stdout
+        no_progress_bar(self.con)
         attach(self.con, self.path, self.manifest, self.steps)
 
     def __enter__(self) -> Run:

@@ -55,10 +55,19 @@ class SourceFile:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn DuckDB's own progress bar off (prof-engine shows its own; none may reach stdout). In
+    Jupyter without ipywidgets DuckDB refuses to change the setting, and draws none anyway."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
+
+
 def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`)."""
     con = duckdb.connect(config={"preserve_insertion_order": False})
-    con.execute("SET enable_progress_bar = false")  # our own progress; none on stdout
+    no_progress_bar(con)
     if spill_dir is not None:
         con.execute("SET temp_directory = ?", [str(spill_dir)])
     if memory_limit:
