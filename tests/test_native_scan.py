@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import duckdb
@@ -173,3 +174,20 @@ def test_bad_input_is_one_clear_error(tmp_path, text, message):
     assert str(path) in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(InputError):  # the pure-Python path refuses it too
         _convert(path, False, 16)
+
+
+def test_a_consumer_that_stops_early_does_not_hang(tmp_path, monkeypatch):
+    """The reading thread stops when the converter fails or stops reading mid-file, also when it
+    has already read to the end (3 chunks: one converting, one queued, the last waiting)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _odd_events()[:12]}))
+    monkeypatch.setattr(scan, "CAP", 4)
+    chunks = scan.Scanner(ChromeTraceReader(path)).chunks()
+    next(chunks)
+    chunks.close()  # the generator's finally stops and joins the reader thread
+    for _ in range(5):
+        with pytest.raises(RuntimeError):
+            for i, _chunk in enumerate(scan.Scanner(ChromeTraceReader(path)).chunks()):
+                if i == 1:
+                    time.sleep(0.05)  # the reader has put the last chunk and waits to say it is done
+                    raise RuntimeError("converter failed")

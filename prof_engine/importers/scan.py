@@ -170,20 +170,24 @@ class Scanner:
         q: queue.Queue = queue.Queue(maxsize=_POOL - 2)
         stop = threading.Event()
 
+        def put(item: object) -> bool:
+            """Queue `item` unless the consumer has gone (then False)."""
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         def produce() -> None:
             try:
                 for chunk in self._file_chunks():
-                    while not stop.is_set():
-                        try:
-                            q.put(chunk, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
+                    if not put(chunk):
                         return
-                q.put(_DONE)
+                put(_DONE)
             except BaseException as e:  # handed to the consumer, raised there
-                q.put(e)
+                put(e)
 
         t = threading.Thread(target=produce, name="prof-engine-scan", daemon=True)
         t.start()
