@@ -26,7 +26,6 @@ from prof_engine.importers.units import us_array_to_ns
 if TYPE_CHECKING:
     from prof_engine.importers.chrome import ChromeConverter
 
-_X = pa.array(["X"])
 _FLOW = pa.array(sorted("stf"))
 _INSTANT = pa.array(sorted("iIn"))
 _COLUMNAR = pa.array(["X", *"stf", *"iIn"])
@@ -42,20 +41,18 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
     counts = {(k.as_py() or ""): v.as_py() for k, v in zip(*pc.value_counts(ph).flatten())}
     for p, n in counts.items():
         conv.counts[p] = conv.counts.get(p, 0) + n
-    if "B" in counts or "E" in counts:  # slice ids interleave with other events: the per-event path
+    # B/E pairs interleave slice ids with other events: then every event takes the per-event path;
+    # else only the phases the columns below do not handle (metadata, counters, unknown ones).
+    per_event = "B" in counts or "E" in counts
+    rows = None if per_event else pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _COLUMNAR), False))).to_pylist()
+    if per_event or rows:
         handlers = conv._handlers()
-        for ev in chunk.events():
+        for ev in chunk.events(rows):
             h = handlers.get(ev.ph)
             if h is not None:
                 h(ev)
+    if per_event:
         return
-    other = pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _COLUMNAR), False))).to_pylist()
-    if other:
-        handlers = conv._handlers()
-        for ev in chunk.events(other):
-            h = handlers.get(ev.ph)
-            if h is not None:
-                h(ev)
     ts = us_array_to_ns(chunk.column("ts", RAW))
     has_ts = pc.is_valid(ts)
     if counts.get("X"):
