@@ -53,6 +53,13 @@ class Result:
         return f"<Result {self._table.num_rows} rows × {self._table.num_columns} columns: {', '.join(self.columns)}>"
 
 
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for runs and their views: insertion order kept, no progress bar."""
+    con = duckdb.connect(config={"preserve_insertion_order": True})
+    no_progress_bar(con)
+    return con
+
 class Run:
     """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
 
@@ -64,8 +71,7 @@ class Run:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
-        self.con = duckdb.connect(config={"preserve_insertion_order": True})
-        no_progress_bar(self.con)
+        self.con = connect()
         attach(self.con, self.path, self.manifest, self.steps)
 
     def __enter__(self) -> Run:

@@ -35,11 +35,10 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine._resources import data_dir
-from prof_engine.engine.session import Result, Run, attach
+from prof_engine.engine.session import Result, Run, attach, connect
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
-from prof_engine.store.builder import no_progress_bar
 
 LEVELS = ("step", "op_type", "op", "api", "communication", "memory")
 RunLike = Path | str | Run
@@ -104,8 +103,7 @@ class Batch:
         sources = [_run_source(r) for r in runs]
         manifests = [read_manifest(path) for path, _ in sources]  # every run is one before any is attached
         self.labels = _labels([p for p, _ in sources])
-        self.con = duckdb.connect(config={"preserve_insertion_order": True})
-        no_progress_bar(self.con)
+        self.con = connect()
         try:
             for i, ((path, steps), manifest) in enumerate(zip(sources, manifests)):
                 self.con.execute(f"CREATE SCHEMA run_{i}")
