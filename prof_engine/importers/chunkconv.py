@@ -10,6 +10,7 @@ per-event code with events decoded from their own JSON text.
 
 from __future__ import annotations
 
+from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +27,15 @@ from prof_engine.importers.units import us_array_to_ns
 if TYPE_CHECKING:
     from prof_engine.importers.chrome import ChromeConverter
 
-_FLOW = pa.array(sorted("stf"))
-_INSTANT = pa.array(sorted("iIn"))
-_COLUMNAR = pa.array(["X", *"stf", *"iIn"])
-_SKIPPED = pa.array(sorted(classify.SKIPPED_CATEGORIES), pa.string())
-_DEVICE_CATS = pa.array(sorted(classify.DEVICE_CATEGORIES), pa.string())
+# Value sets for `is_in`, built on first use: building an Arrow array from Python values makes
+# pyarrow import pandas (~0.2 s, ~40 MB), which `import prof_engine` should not pay.
+_SETS = {"flow": sorted("stf"), "instant": sorted("iIn"), "columnar": ["X", *"stf", *"iIn"],
+         "skipped": sorted(classify.SKIPPED_CATEGORIES), "device": sorted(classify.DEVICE_CATEGORIES)}
+
+
+@cache
+def _set(name: str) -> pa.Array:
+    return pa.array(_SETS[name], pa.string())
 _KINDS: dict[tuple[str, str, bool], str] = {}
 _MEMO: dict[tuple[str, str], Any] = {}
 _MEMO_MAX = 200_000
@@ -44,7 +49,7 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
     # B/E pairs interleave slice ids with other events: then every event takes the per-event path;
     # else only the phases the columns below do not handle (metadata, counters, unknown ones).
     per_event = "B" in counts or "E" in counts
-    rows = None if per_event else pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _COLUMNAR), False))).to_pylist()
+    rows = None if per_event else pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _set("columnar")), False))).to_pylist()
     if per_event or rows:
         handlers = conv._handlers()
         for ev in chunk.events(rows):
@@ -58,9 +63,9 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
     if counts.get("X"):
         _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
     if any(counts.get(p) for p in "stf"):
-        _flows(conv, chunk, pc.and_(pc.and_(pc.is_in(ph, _FLOW), has_ts), pc.is_valid(chunk.column("id", RAW))), ts, ph)
+        _flows(conv, chunk, pc.and_(pc.and_(pc.is_in(ph, _set("flow")), has_ts), pc.is_valid(chunk.column("id", RAW))), ts, ph)
     if any(counts.get(p) for p in "iIn"):
-        _instants(conv, chunk, pc.and_(pc.is_in(ph, _INSTANT), has_ts), ts)
+        _instants(conv, chunk, pc.and_(pc.is_in(ph, _set("instant")), has_ts), ts)
 
 
 def _emit(conv: ChromeConverter, table: str, columns: dict[str, pa.Array]) -> None:
@@ -112,7 +117,7 @@ def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
 def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
     rows = pc.indices_nonzero(mask)
     cats = chunk.column("cat", TEXT, rows)
-    skipped = pc.fill_null(pc.is_in(cats, _SKIPPED), False)
+    skipped = pc.fill_null(pc.is_in(cats, _set("skipped")), False)
     if pc.any(skipped).as_py():
         keep = pc.invert(skipped)
         rows, cats = rows.filter(keep), cats.filter(keep)
@@ -132,7 +137,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     if pc.any(is_step).as_py():
         number = pc.struct_field(pc.extract_regex(names, classify.STEP_NAME.pattern.replace("(", "(?P<n>", 1)), [0])
         steps = pc.if_else(is_step, pc.cast(number, pa.int64()), steps)
-    on_device = pc.fill_null(pc.is_in(cats, _DEVICE_CATS), False)
+    on_device = pc.fill_null(pc.is_in(cats, _set("device")), False)
     pid = col("pid")
     if pc.any(on_device).as_py():
         dev = pc.coalesce(col("device", INT), pc.cast(chunk.column("pid", INT, rows), pa.int64()), 0)
