@@ -44,6 +44,9 @@ class Table:
     description: str
     columns: tuple[Column, ...]
     stored: bool = True  # False: built from manifest.json when a run is opened, not a Parquet dataset
+    # Directory levels of its dataset: (device, step), or (device,) for tables of a few rows per
+    # step, whose step stays a column in the files (a file per step would cost more than its rows).
+    partition_keys: tuple[str, ...] = PARTITION_KEYS
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -76,7 +79,10 @@ def tables() -> dict[str, Table]:
         missing = [k for k in PARTITION_KEYS if k not in {c.name for c in cols}]
         if stored and missing:
             raise ValueError(f"{path.name}: partition key columns {missing} are missing")
-        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored)
+        keys = tuple(raw.get("partition_by", PARTITION_KEYS))
+        if not set(keys) <= set(PARTITION_KEYS) or keys[:1] != ("device",):
+            raise ValueError(f"{path.name}: partition_by must be [\"device\"] or [\"device\", \"step\"]")
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys)
     return out
 
 
@@ -107,7 +113,10 @@ def reference_markdown() -> str:
         "",
         "A run is a directory: `manifest.json` plus one hive-partitioned Parquet dataset per table, "
         "`<table>/device=<d>/step=<n>/part-*.parquet` (`step=__HIVE_DEFAULT_PARTITION__` holds records "
-        "outside every step). Times are int64 ns since the Unix epoch; durations int64 ns.",
+        "outside every step); tables of a few rows per step ("
+        + ", ".join(f"`{n}`" for n, t in tables().items() if t.stored and "step" not in t.partition_keys)
+        + ") are `<table>/device=<d>/part-*.parquet`, their step a column. Times are int64 ns since the "
+        "Unix epoch; durations int64 ns.",
         "",
     ]
     for t in tables().values():

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import prof_engine
 from conftest import write_trace, x
 from prof_engine import schema
-from prof_engine.schema import PARTITION_KEYS
 from prof_engine.store.partitions import PartitionWriter, partition_dir
 
 
@@ -26,7 +25,7 @@ def test_partition_files_hold_the_schema_types(tmp_path):
               {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 20}]
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     for name, table in schema.stored_tables().items():
-        expected = {c.name: c.arrow_type for c in table.columns if c.name not in PARTITION_KEYS}
+        expected = {c.name: c.arrow_type for c in table.columns if c.name not in table.partition_keys}
         for path in (run / name).rglob("*.parquet"):
             found = pq.read_schema(path)
             assert {f.name: f.type for f in found} == expected, path
@@ -76,3 +75,40 @@ def test_large_partition_is_written_in_row_groups(tmp_path):
     (path,) = Path(tmp_path / "t" / "device=host" / "step=1").glob("part-*.parquet")
     meta = pq.read_metadata(path)
     assert meta.num_rows == n and meta.num_row_groups == 3
+
+
+def _two_step_run(tmp_path):
+    events = []
+    for n, t0 in ((1, 0), (2, 1000)):
+        events += [x(f"ProfilerStep#{n}", t0, 900, cat="user_annotation"), x("aten::mm", t0 + 10, 50),
+                   {"ph": "s", "cat": "fwdbwd", "id": n, "ts": t0 + 20, "pid": 1, "tid": 1},
+                   {"ph": "f", "cat": "fwdbwd", "id": n, "ts": t0 + 30, "pid": 1, "tid": 2, "bp": "e"}]
+    return prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+
+
+def test_small_tables_have_a_file_per_device_with_the_step_inside(tmp_path):
+    """Flows, comm, marks, counters and allocator events have a few rows per step: a directory per
+    step would cost a file each (~1 ms) for a handful of rows. Their step is a column instead."""
+    run = _two_step_run(tmp_path)
+    assert {p.relative_to(run / "flows").parent.as_posix() for p in (run / "flows").rglob("*.parquet")} == {"device=host"}
+    assert {p.parent.name for p in (run / "slices").rglob("*.parquet")} == {"step=1", "step=2"}
+    with prof_engine.open(run) as r:
+        assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
+    with prof_engine.open(run, steps=[2]) as r:  # the step filter reaches them too
+        assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1").rows() == [(2, 2)]
+
+
+def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
+    """Runs written before the small tables lost their step directories read as before."""
+    run = _two_step_run(tmp_path)
+    flows = pa.concat_tables(pq.read_table(p) for p in (run / "flows").rglob("*.parquet"))
+    for p in (run / "flows").rglob("*.parquet"):
+        p.unlink()
+    with ThreadPoolExecutor(1) as pool:
+        writer = PartitionWriter(run / "flows", pool)  # the old layout: (device, step)
+        writer.write(flows.append_column("device", pa.array(["host"] * len(flows))).select(
+            ["device", *flows.column_names]).to_batches()[0])
+        writer.close()
+    assert {p.parent.name for p in (run / "flows").rglob("*.parquet")} == {"step=1", "step=2"}
+    with prof_engine.open(run) as r:
+        assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]

@@ -15,6 +15,7 @@ from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar
 from prof_engine.store.manifest import run_ranks
+from prof_engine.store.partitions import hive_types
 
 
 def _quote(text: str) -> str:
@@ -159,7 +160,7 @@ def _arrow_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> 
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:
     listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
     return (f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
-            "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+            f"hive_types = {hive_types(files)})")
 
 
 def _uniform(con: duckdb.DuckDBPyConnection, files: list[Path]) -> bool:

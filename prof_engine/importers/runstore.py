@@ -15,6 +15,7 @@ from prof_engine import schema
 from prof_engine.errors import InputError
 from prof_engine.store import MANIFEST, SourceFile
 from prof_engine.store.builder import duckdb_connect
+from prof_engine.store.partitions import hive_types
 
 COLLECTOR_FORMAT = "collector"
 _SQL_TYPES = {"int32": "INTEGER", "int64": "BIGINT", "string": "VARCHAR", "float64": "DOUBLE", "bool": "BOOLEAN"}
@@ -67,7 +68,7 @@ def stage_run(path: Path | str, index: int, staging: Path | str) -> SourceFile:
             if not (path / table).is_dir() or not any((path / table).rglob("*.parquet")):
                 continue
             src = (f"read_parquet('{path / table}/**/*.parquet', hive_partitioning = true, union_by_name = true, "
-                   "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+                   f"hive_types = {hive_types((path / table).rglob('*.parquet'))})")
             con.execute(f"CREATE OR REPLACE TEMP VIEW t_{table} AS SELECT * FROM {src}")
             if table == "slices":
                 con.execute(f"CREATE OR REPLACE TEMP TABLE idmap AS SELECT id AS old, "

@@ -122,7 +122,7 @@ def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | N
                 rows[name] = 0
                 continue
             (Path(target) / name).mkdir(parents=True)
-            writer = PartitionWriter(Path(target) / name, pool)
+            writer = PartitionWriter(Path(target) / name, pool, keys=table.partition_keys)
             try:
                 for batch in con.sql(f"SELECT * FROM final_{name}").to_arrow_reader(STREAM_ROWS):
                     writer.write(_canonical(batch, table))

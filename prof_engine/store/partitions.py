@@ -1,6 +1,7 @@
 """Writes a stream of record batches as a hive-partitioned Parquet dataset, in bounded memory.
 
-A run holds each table as `<table>/device=<d>/step=<n>/part-<uuid>.parquet`. A run has a few
+A run holds each table as `<table>/device=<d>/step=<n>/part-<uuid>.parquet` (tables of a few rows
+per step, as `<table>/device=<d>/part-<uuid>.parquet`, their step a column). A run has a few
 partitions per step, so most files are small (hundreds of rows), and the cost of a file (create
 it, encode each column chunk, write the footer) is most of the cost of writing a run. The
 `PartitionWriter` therefore:
@@ -43,22 +44,32 @@ PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": False, "store_schema
                    "row_group_size": ROW_GROUP_ROWS}
 
 
-def partition_dir(device: str, step: int | None) -> str:
-    """`device=<d>/step=<n>`, escaped like DuckDB's hive writer (NULL: `__HIVE_DEFAULT_PARTITION__`)."""
-    return f"device={quote(device, safe='')}/step={NULL_PARTITION if step is None else int(step)}"
+def partition_dir(device: str, step: int | None = None, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
+    """`device=<d>/step=<n>` (or `device=<d>` for a table partitioned by device alone), escaped like
+    DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
+    path = f"device={quote(device, safe='')}"
+    return path if "step" not in keys else f"{path}/step={NULL_PARTITION if step is None else int(step)}"
 
 
-def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
-    """(start, end) of the runs of equal (device, step) in `batch`."""
+def hive_types(files: Iterable[Path]) -> str:
+    """DuckDB `hive_types` for a table's files: step is a directory level only in runs where it is
+    one (slices; every table in runs written before the small tables were partitioned by device)."""
+    step = any(f.parent.name.startswith("step=") for f in files)
+    return "{'device': VARCHAR, 'step': BIGINT}" if step else "{'device': VARCHAR}"
+
+
+def _runs(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of the runs of equal partition keys in `batch`."""
     n = batch.num_rows
     if n < 2:
         return [(0, n)] if n else []
-    device, step = batch.column("device"), batch.column("step")
     head, tail = slice(0, n - 1), slice(1, n)
-    same_step = pc.fill_null(pc.equal(step[tail], step[head]),
-                             pc.equal(pc.is_null(step[tail]), pc.is_null(step[head])))
-    changed = pc.invert(pc.and_(pc.equal(device[tail], device[head]), same_step))
-    starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist())]
+    same = None
+    for key in keys:
+        col = batch.column(key)
+        equal = pc.fill_null(pc.equal(col[tail], col[head]), pc.equal(pc.is_null(col[tail]), pc.is_null(col[head])))
+        same = equal if same is None else pc.and_(same, equal)
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(pc.invert(same)).to_pylist())]
     return list(zip(starts, [*starts[1:], n]))
 
 
@@ -66,29 +77,31 @@ class PartitionWriter:
     """Writes batches of one table (with `device` and `step` columns) under `root`; see the module
     docstring. `close()` waits for every file and returns the number of records written."""
 
-    def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = 16 << 20) -> None:
+    def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = 16 << 20,
+                 keys: tuple[str, ...] = PARTITION_KEYS) -> None:
         self.root = Path(root)
+        self.keys = keys
         self.pool = pool
         self.budget = budget_bytes
         self.rows = 0
         self._batches = 0
-        self._waiting: OrderedDict[tuple[str, int | None], list[pa.RecordBatch]] = OrderedDict()
-        self._touched: dict[tuple[str, int | None], int] = {}
+        self._waiting: OrderedDict[tuple, list[pa.RecordBatch]] = OrderedDict()
+        self._touched: dict[tuple, int] = {}
         self._waiting_bytes = 0
         self._writing: list[tuple[Future, int]] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        runs = _runs(batch)
+        runs = _runs(batch, self.keys)
         if len(runs) > 64 and len(runs) * 16 > batch.num_rows:  # scattered: group it (stable sort)
-            batch = batch.take(pc.sort_indices(batch, [(k, "ascending") for k in PARTITION_KEYS]))
-            runs = _runs(batch)
+            batch = batch.take(pc.sort_indices(batch, [(k, "ascending") for k in self.keys]))
+            runs = _runs(batch, self.keys)
         self._batches += 1
-        device, step = batch.column("device"), batch.column("step")
-        data = batch.drop_columns(list(PARTITION_KEYS))
+        columns = [batch.column(k) for k in self.keys]
+        data = batch.drop_columns(list(self.keys))
         for start, end in runs:
-            key = (device[start].as_py(), step[start].as_py())
+            key = tuple(c[start].as_py() for c in columns)
             piece = data.slice(start, end - start)
             self._waiting.setdefault(key, []).append(piece)
             self._waiting.move_to_end(key)
@@ -115,12 +128,12 @@ class PartitionWriter:
         self._writing = [(f, n) for f, n in self._writing if not f.done()]
         return sum(n for _, n in self._writing)
 
-    def _flush(self, key: tuple[str, int | None]) -> None:
+    def _flush(self, key: tuple) -> None:
         pieces = self._waiting.pop(key)
         del self._touched[key]
         size = sum(p.nbytes for p in pieces)
         self._waiting_bytes -= size
-        self._writing.append((self.pool.submit(_write_file, self.root / partition_dir(*key), pieces), size))
+        self._writing.append((self.pool.submit(_write_file, self.root / partition_dir(*key, keys=self.keys), pieces), size))
 
     def close(self) -> int:
         for key in list(self._waiting):
