@@ -54,14 +54,7 @@ def us_texts_to_ns(texts: list) -> list[int | None]:
     arr = pc.split_pattern(pa.array([b"\n".join(texts)], pa.binary()), b"\n").flatten()
     if len(arr) != len(texts):
         return [us_text_to_ns(t) for t in texts]
-    plain = pc.match_substring_regex(arr, _PLAIN_US)
-    digits = pc.if_else(plain, pc.replace_substring(arr, ".", "", max_replacements=1), None)
-    out = pc.cast(digits.cast(pa.string()), pa.int64()).to_pylist()
-    if plain.false_count or plain.null_count:
-        for i, ok in enumerate(plain.to_pylist()):
-            if not ok:
-                out[i] = us_text_to_ns(texts[i])
-    return out
+    return us_array_to_ns(arr).to_pylist()
 
 
 def us_float_to_ns(value: float | int | None) -> int | None:
@@ -72,11 +65,12 @@ def us_float_to_ns(value: float | int | None) -> int | None:
 
 
 def us_array_to_ns(arr: pa.Array) -> pa.Array:
-    """`us_text_to_ns` over an Arrow array of raw µs texts (NULL: absent), as an int64 array:
-    plain `12.345` values in one Arrow pass, the others one by one (same results and errors)."""
+    """`us_text_to_ns` over an Arrow array (string or binary) of raw µs texts (NULL: absent), as an
+    int64 array: plain `12.345` values in one Arrow pass, the others one by one (same results and
+    errors)."""
     plain = pc.fill_null(pc.match_substring_regex(arr, _PLAIN_US), False)
     digits = pc.if_else(plain, pc.replace_substring(arr, ".", "", max_replacements=1), None)
-    out = pc.cast(digits, pa.int64())
+    out = pc.cast(digits.cast(pa.string()), pa.int64())  # digits only: valid text either way
     odd = pc.and_(pc.invert(plain), pc.is_valid(arr))
     if not pc.any(odd).as_py():
         return out
