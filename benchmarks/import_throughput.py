@@ -235,22 +235,22 @@ def child(name: str, trace: Path, out: Path) -> None:
 def profile_child(trace: Path, out: Path, top: int) -> None:
     """Phase split (convert vs DuckDB finalize) from a plain run, then a cProfile'd run."""
     import prof_engine
-    from prof_engine.store.builder import RunBuilder
+    import prof_engine.importers as importers
 
     marks: dict[str, float] = {}
-    finalize = RunBuilder.finalize
+    finalize = importers.finalize_unit
 
-    def timed_finalize(self, *a, **kw):
+    def timed_finalize(*a, **kw):
         marks["convert_s"] = time.perf_counter() - t0
         marks["convert_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return finalize(self, *a, **kw)
+        return finalize(*a, **kw)
 
-    RunBuilder.finalize = timed_finalize
+    importers.finalize_unit = timed_finalize  # the one unit's conversion ends where its finalize starts
     t0 = time.perf_counter()
     prof_engine.import_trace([trace], out, force=True)
     total = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    RunBuilder.finalize = finalize
+    importers.finalize_unit = finalize
     print(f"phases (no profiler): total {total:.2f} s; stream+convert+stage {marks['convert_s']:.2f} s "
           f"({100 * marks['convert_s'] / total:.0f} %, peak RSS {marks['convert_peak_mb']:.0f} MB); "
           f"DuckDB finalize + publish {total - marks['convert_s']:.2f} s "

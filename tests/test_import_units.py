@@ -31,3 +31,22 @@ def test_a_bad_unit_is_left_out_and_reported(tmp_path):
         assert len(r.manifest["skipped"]) == 1 and "aaa_broken.json" in r.manifest["skipped"][0]["error"]
         assert r.manifest["tables"]["slices"] == sum(n for _, _, n, _, _ in _rows(run))
     assert _rows(run) == _rows(prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "ref"))
+
+
+def test_units_finalised_apart_add_up_to_the_manifest(tmp_path):
+    """Each rank is finalised in its own worker and moved into the run: the manifest's totals,
+    devices, steps and span must be those of the files the run holds, and nothing is left over."""
+    import duckdb
+
+    from prof_engine.store.builder import summarise
+    from prof_engine.store.live import refresh
+
+    run = prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "run", jobs=2)
+    with prof_engine.open(run) as r:
+        manifest = r.manifest
+    assert manifest == refresh(run, manifest)
+    assert [d["rank"] for d in manifest["devices"]] == sorted(d["rank"] for d in manifest["devices"])
+    assert {s["rank"] for s in manifest["steps"]} == {0, 1}
+    assert sorted(p.name for p in run.iterdir()) == sorted(["manifest.json", *(t for t, n in manifest["tables"].items() if n)])
+    con = duckdb.connect()
+    assert summarise(con, run)["devices"] == manifest["devices"]

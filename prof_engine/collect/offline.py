@@ -17,6 +17,7 @@ from prof_engine.errors import InputError
 from prof_engine.importers import import_sources
 from prof_engine.importers.runstore import COLLECTOR_FORMAT, is_collector_run, stage_run
 from prof_engine.store import RunBuilder, SourceFile
+from prof_engine.store.builder import Finalized, finalize_unit
 
 
 def collector_runs(path: Path) -> list[Path]:
@@ -38,14 +39,22 @@ def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = 
     if not runs:
         return import_sources([path], out, force=force, jobs=jobs)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
     with RunBuilder(out, force=force) as builder:
+        work = [(r, i, builder.unit_dir(i), threads) for i, r in enumerate(runs)]
         if jobs == 1:
-            infos = [stage_run(r, i, builder.staging) for i, r in enumerate(runs)]
+            units = [_merge_unit(*w) for w in work]
         else:
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                infos = list(pool.map(stage_run, runs, range(len(runs)), [builder.staging] * len(runs)))
-        _check_ranks(infos)
-        return builder.finalize(infos, COLLECTOR_FORMAT, {"merged_from": [str(r) for r in runs]})
+                units = list(pool.map(_merge_unit, *zip(*work)))
+        _check_ranks([info for info, _ in units])
+        return builder.finalize(units, COLLECTOR_FORMAT, {"merged_from": [str(r) for r in runs]})
+
+
+def _merge_unit(run: Path, index: int, unit_dir: Path, threads: int) -> tuple[SourceFile, Finalized]:
+    """Stage the collector run `run` as unit `index` and finalise it (in a worker process)."""
+    info = stage_run(run, index, unit_dir / "staging")
+    return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], threads=threads, label=str(run))
 
 
 def _check_ranks(infos: list[SourceFile]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import shutil
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_outpu
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
+from prof_engine.store.builder import Finalized, finalize_unit
 
 Progress = Callable[[int, int], None]
 
@@ -122,8 +124,10 @@ def import_sources(
     with a rank per unit, converted in `jobs` parallel processes (default: one per core). When
     several units are imported, one that fails is left out and listed in the manifest's `skipped`
     with its error; the others still make the run. If every unit fails, the first error is raised.
-    `memory_limit` caps DuckDB's memory while the run is finalised (e.g. "256MB"; default: from the
-    number of records, `prof_engine.store.builder.finalize_memory_limit`).
+    Each unit is finalised (steps, nesting, launch links) in the process that converted it, right
+    after its conversion: memory is bounded per unit, whatever the number of units. `memory_limit`
+    caps DuckDB's memory while a unit is finalised (e.g. "256MB"; default: from the unit's number
+    of records, `prof_engine.store.builder.finalize_memory_limit`).
     """
     units = expand_sources([Path(s) for s in sources])
     sizes = [_size(u.path) for u in units]
@@ -136,42 +140,48 @@ def import_sources(
             progress(done, total)
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per unit's finalize
     with RunBuilder(Path(out), force=force, memory_limit=memory_limit) as builder:
+        work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
         if jobs == 1:
-            results = [_convert_unit(u, i, builder.staging, advance) for i, u in enumerate(units)]
+            results = [_import_unit(*w, advance) for w in work]
         else:
-            results = _convert_parallel(units, sizes, builder.staging, jobs, advance)
-        infos = [r for r in results if isinstance(r, SourceFile)]
+            results = _import_parallel(work, sizes, jobs, advance)
+        done = [r for r in results if isinstance(r, tuple)]
         failed = [r for r in results if isinstance(r, ProfEngineError)]
-        if failed and (len(units) == 1 or not infos):
+        if failed and (len(units) == 1 or not done):
             raise failed[0]
-        _check_ranks(infos)
-        formats = sorted({i.format for i in infos})
-        return builder.finalize(infos, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed])
+        _check_ranks([info for info, _ in done])
+        formats = sorted({info.format for info, _ in done})
+        return builder.finalize(done, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed])
 
 
-def _convert_unit(unit: Source, index: int, staging: Path, advance: Callable[[int], None] | None = None
-                  ) -> SourceFile | ProfEngineError:
-    """Convert one unit into its own staging files; on a user-facing error, remove them and return it."""
-    sink = StagingSink(staging)
+def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | None, threads: int,
+                 advance: Callable[[int], None] | None = None) -> tuple[SourceFile, Finalized] | ProfEngineError:
+    """Convert one unit into its staging files, then finalise them into its tables (see
+    `store.builder`); on a user-facing error, remove what it wrote and return the error."""
+    sink = StagingSink(unit_dir / "staging")
     try:
         info = _convert(unit, index, sink, advance or (lambda n: None))
         sink.close()
-        return info
+        return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], memory_limit=memory_limit,
+                                   threads=threads, label=str(unit.path))
     except ProfEngineError as e:
         sink.discard()
+        shutil.rmtree(unit_dir, ignore_errors=True)
         return e
     except BaseException:
         sink.discard()
+        shutil.rmtree(unit_dir, ignore_errors=True)
         raise
 
 
-def _convert_parallel(units: list[Source], sizes: list[int], staging: Path, jobs: int,
-                      advance: Callable[[int], None]) -> list[SourceFile | ProfEngineError]:
-    """Convert units in worker processes (spawned: no state shared with the parent but the files)."""
-    results: list[SourceFile | ProfEngineError | None] = [None] * len(units)
+def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Callable[[int], None]
+                     ) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
+    """Import units in worker processes (spawned: no state shared with the parent but the files)."""
+    results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_convert_unit, u, i, staging): i for i, u in enumerate(units)}
+        futures = {pool.submit(_import_unit, *w): i for i, w in enumerate(work)}
         for future in as_completed(futures):
             i = futures[future]
             results[i] = future.result()

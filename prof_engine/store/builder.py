@@ -1,11 +1,16 @@
 """Build a run directory from streamed record batches, atomically.
 
-Importers hand record batches to `RunBuilder.sink` as they decode; the builder appends them to
-staging Parquet files (nothing is held in memory). `finalize()` then runs
-`queries/store/finalize.sql` in DuckDB (step assignment, nesting, self time, launch links) within a
-memory limit, streams each table into a hive-partitioned dataset (`partitions.PartitionWriter`),
-writes `manifest.json`, and renames the finished directory into place. Until that rename nothing
-is visible at the run's path; on any error the temporary directory is removed.
+A run is built one import unit (a trace file, a rank directory: one rank) at a time, each in a
+directory of its own, `RunBuilder.unit_dir(index)`. The importer hands the unit's record batches
+to a `StagingSink`, which appends them to staging Parquet files (nothing is held in memory);
+`finalize_unit` then runs `queries/store/finalize.sql` in DuckDB over them (step assignment,
+nesting, self time, launch links) within a memory limit and streams each table into a
+hive-partitioned dataset (`partitions.PartitionWriter`). Steps, nesting and launch links never
+cross ranks, so a unit is finalised alone, in the process that converted it: memory is bounded
+per unit whatever the number of ranks, and `--jobs` workers finalise in parallel.
+`RunBuilder.finalize` then moves the units' files into the run by renames, writes `manifest.json`
+and renames the finished directory into place. Until that rename nothing is visible at the run's
+path; on any error the temporary directory is removed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
-from prof_engine.store.files import make_dirs, restrict_tree, write_text
+from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.partitions import PartitionWriter
 
@@ -178,6 +183,49 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Finalized:
+    """What `finalize_unit` wrote: rows per table, and the devices, steps and time span of its
+    slices (the manifest's summary, in `staged_summary`'s shape)."""
+
+    rows: dict[str, int]
+    summary: dict[str, Any]
+
+
+def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit: str | None = None,
+                  threads: int | None = None, label: str | None = None) -> Finalized:
+    """Finalise the records staged under `unit/staging/` into the tables under `unit/out/`.
+
+    `files` lists (file index, rank, offset ns) of the units staged there (see `stage_views`).
+    `memory_limit` caps DuckDB (default: `finalize_memory_limit` of the staged records); `threads`
+    caps its threads (default: one per core). `label` names the unit in errors. The staging files
+    are removed once the tables are written."""
+    unit = Path(unit)
+    staging = unit / "staging"
+    limit = memory_limit or finalize_memory_limit(staging)
+    con = duckdb_connect(unit / "_spill", limit)
+    try:
+        if threads:
+            con.execute(f"SET threads = {max(1, int(threads))}")
+        stage_views(con, staging, files)
+        staged = {t.name for t in staging.iterdir() if any(t.glob("*.parquet"))} if staging.is_dir() else set()
+        rows = copy_tables(con, unit / "out", staged)
+        summary = staged_summary(con)
+    except duckdb.OutOfMemoryException as e:
+        raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
+                       f"{limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "
+                       f"({str(e).splitlines()[0]})") from None
+    finally:
+        con.close()
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(unit / "_spill", ignore_errors=True)
+    return Finalized(rows, summary)
+
+
+def _pick(a: int | None, b: int | None, pick) -> int | None:
+    return b if a is None else a if b is None else pick(a, b)
+
+
 _PENDING = 4  # staged batches waiting to be written, at most
 
 
@@ -244,7 +292,6 @@ class RunBuilder:
                 raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
         make_dirs(self.out.parent)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
-        self.staging = self.tmp / "_staging"
 
     def __enter__(self) -> RunBuilder:
         return self
@@ -256,25 +303,27 @@ class RunBuilder:
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def finalize(self, sources: list[SourceFile], source_format: str, metadata: dict[str, Any] | None = None,
-                 skipped: list[dict[str, str]] | None = None) -> Path:
-        """Assign steps and links, write the partitioned tables and the manifest, publish the run.
+    def unit_dir(self, index: int) -> Path:
+        """The directory import unit `index` stages into (`staging/`) and is finalised into (`out/`)."""
+        return self.tmp / "_units" / f"{index:06d}"
 
-        The staging sinks that wrote into `self.staging` must be closed."""
-        memory_limit = self.memory_limit or finalize_memory_limit(self.staging)
-        con = duckdb_connect(self.tmp / "_spill", memory_limit)
-        try:
-            stage_views(con, self.staging, [(s.index, s.rank, s.offset_ns) for s in sources])
-            rows = copy_tables(con, self.tmp)
-            summary = staged_summary(con)
-        except duckdb.OutOfMemoryException as e:
-            raise RunError(f"{self.out}: finalising the import ran out of memory within DuckDB's limit of "
-                           f"{memory_limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "
-                           f"({str(e).splitlines()[0]})") from None
-        finally:
-            con.close()
-        shutil.rmtree(self.staging, ignore_errors=True)
-        shutil.rmtree(self.tmp / "_spill", ignore_errors=True)
+    def finalize(self, units: list[tuple[SourceFile, Finalized]], source_format: str,
+                 metadata: dict[str, Any] | None = None, skipped: list[dict[str, str]] | None = None) -> Path:
+        """Move the finalised units' files into the run, write the manifest, publish the run.
+
+        `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`."""
+        rows = dict.fromkeys(schema.stored_tables(), 0)
+        devices, steps, span = [], [], (None, None)
+        for source, done in units:
+            merge_tree(self.unit_dir(source.index) / "out", self.tmp)
+            for name, n in done.rows.items():
+                rows[name] += n
+            devices += done.summary["devices"]
+            steps += done.summary["steps"]
+            span = tuple(_pick(a, b, f) for a, b, f in zip(span, (done.summary["start_ns"], done.summary["end_ns"]),
+                                                           (min, max)))
+        shutil.rmtree(self.tmp / "_units", ignore_errors=True)
+        sources = [s for s, _ in units]
         manifest = {
             "id": uuid.uuid4().hex,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -286,7 +335,10 @@ class RunBuilder:
             "tables": rows,
             "metadata": metadata or {},
             "skipped": skipped or [],
-            **summary,
+            "devices": sorted(devices, key=lambda d: (d["rank"], d["device"])),
+            "steps": sorted(steps, key=lambda s: (s["rank"], s["step"] is None, s["step"] or 0)),
+            "start_ns": span[0],
+            "end_ns": span[1],
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
         restrict_tree(self.tmp)

@@ -50,3 +50,20 @@ def restrict_tree(root: Path) -> None:
         os.chmod(dirpath, DIR_MODE)
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), FILE_MODE)
+
+
+def merge_tree(src: Path, dst: Path) -> None:
+    """Move everything under `src` into `dst` by renames (same file system): a directory `dst`
+    lacks moves whole, one it has is merged entry by entry. Files must not exist in `dst` (part
+    files have unique names); `src` is left empty. A missing `src` moves nothing."""
+    if not Path(src).is_dir():
+        return
+    make_dirs(dst)
+    for entry in Path(src).iterdir():
+        target = Path(dst) / entry.name
+        if entry.is_dir() and target.is_dir():
+            merge_tree(entry, target)
+        elif target.exists():
+            raise FileExistsError(f"{target}: already exists")
+        else:
+            os.rename(entry, target)
