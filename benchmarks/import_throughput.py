@@ -235,7 +235,7 @@ def child(name: str, trace: Path, out: Path) -> None:
 def profile_child(trace: Path, out: Path, top: int) -> None:
     """Phase split (convert vs DuckDB finalize) from a plain run, then a cProfile'd run."""
     import prof_engine
-    import prof_engine.importers as importers
+    from prof_engine import importers
 
     marks: dict[str, float] = {}
     finalize = importers.finalize_unit
