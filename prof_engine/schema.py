@@ -112,11 +112,11 @@ def reference_markdown() -> str:
         "`python -m prof_engine.docs`; do not edit by hand.",
         "",
         "A run is a directory: `manifest.json` plus one hive-partitioned Parquet dataset per table, "
-        "`<table>/device=<d>/step=<n>/part-*.parquet` (`step=__HIVE_DEFAULT_PARTITION__` holds records "
-        "outside every step); tables of a few rows per step ("
-        + ", ".join(f"`{n}`" for n, t in tables().items() if t.stored and "step" not in t.partition_keys)
-        + ") are `<table>/device=<d>/part-*.parquet`, their step a column. Times are int64 ns since the "
-        "Unix epoch; durations int64 ns.",
+        "`<table>/device=<d>/part-*.parquet`, the step a column (NULL: outside every step). A device's "
+        "files each hold a range of steps, in step order, so a step filter skips the others by their "
+        "statistics. Runs of schema 1.0 may have a directory per step, "
+        "`<table>/device=<d>/step=<n>/part-*.parquet` (`step=__HIVE_DEFAULT_PARTITION__`: outside every "
+        "step); they read the same. Times are int64 ns since the Unix epoch; durations int64 ns.",
         "",
     ]
     for t in tables().values():

@@ -79,12 +79,12 @@ def csv_out(work, run) -> Path:
 
 
 def test_import_writes_hive_partitioned_run(run, run_proc):
-    """`import DIR -o run` makes manifest.json and slices/device=*/step=*/part-*.parquet."""
+    """`import DIR -o run` makes manifest.json and slices/device=*/part-*.parquet."""
     assert run_proc.stdout == ""
     assert (run / "manifest.json").is_file()
-    parts = list(run.glob("slices/device=*/step=*/part-*.parquet"))
+    parts = list(run.glob("slices/device=*/part-*.parquet"))
     assert parts
-    assert {p.parent.parent.name for p in parts} >= {"device=gpu0", "device=gpu1"}
+    assert {p.parent.name for p in parts} >= {"device=gpu0", "device=gpu1"}
 
 
 def test_run_readable_by_plain_duckdb(run):

@@ -1,5 +1,6 @@
-"""The run store's files: hive partitions by device and step, holding the canonical columns with
-their schema types, written by `store.partitions.PartitionWriter` whatever order records come in."""
+"""The run store's files: hive partitions by device (and by step, for runs written before slices
+lost their step directories), holding the canonical columns with their schema types, written by
+`store.partitions.PartitionWriter` whatever order records come in."""
 
 from __future__ import annotations
 
@@ -86,29 +87,52 @@ def _two_step_run(tmp_path):
     return prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
 
 
-def test_small_tables_have_a_file_per_device_with_the_step_inside(tmp_path):
-    """Flows, comm, marks, counters and allocator events have a few rows per step: a directory per
-    step would cost a file each (~1 ms) for a handful of rows. Their step is a column instead."""
+def test_tables_have_files_per_device_with_the_step_inside(tmp_path):
+    """A directory per step would cost a file each (~1 ms) for a step's few hundred records: every
+    table has files per device, its step a column, and a step filter still reaches every table."""
     run = _two_step_run(tmp_path)
-    assert {p.relative_to(run / "flows").parent.as_posix() for p in (run / "flows").rglob("*.parquet")} == {"device=host"}
-    assert {p.parent.name for p in (run / "slices").rglob("*.parquet")} == {"step=1", "step=2"}
+    for table in ("flows", "slices"):
+        assert {p.relative_to(run / table).parent.as_posix() for p in (run / table).rglob("*.parquet")} == {"device=host"}
     with prof_engine.open(run) as r:
         assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
+        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
     with prof_engine.open(run, steps=[2]) as r:  # the step filter reaches them too
         assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1").rows() == [(2, 2)]
+        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1").rows() == [(2, 2)]
+
+
+def test_a_partition_is_cut_into_files_of_whole_step_ranges_in_order(tmp_path):
+    """Records arrive step by step; a device's files each hold a contiguous range of steps (so a
+    step filter skips files by their statistics), and together all the records."""
+    n = 40_000
+    table = pa.table({"device": ["host"] * n, "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
+                      "id": range(n), "name": [f"op{i % 13}" * 8 for i in range(n)]})
+    with ThreadPoolExecutor(2) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=256 << 10, keys=("device",))
+        for batch in table.to_batches(max_chunksize=2_000):
+            writer.write(batch)
+        assert writer.close() == n
+    files = list((tmp_path / "t" / "device=host").glob("part-*.parquet"))
+    ranges = sorted((min(s), max(s)) for s in (pq.read_table(f, columns=["step"]).column(0).to_pylist() for f in files))
+    assert len(files) > 3 and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))
+    assert sum(pq.read_metadata(f).num_rows for f in files) == n
 
 
 def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
-    """Runs written before the small tables lost their step directories read as before."""
+    """Runs written before the tables lost their step directories read as before, step filter included."""
     run = _two_step_run(tmp_path)
-    flows = pa.concat_tables(pq.read_table(p) for p in (run / "flows").rglob("*.parquet"))
-    for p in (run / "flows").rglob("*.parquet"):
-        p.unlink()
-    with ThreadPoolExecutor(1) as pool:
-        writer = PartitionWriter(run / "flows", pool)  # the old layout: (device, step)
-        writer.write(flows.append_column("device", pa.array(["host"] * len(flows))).select(
-            ["device", *flows.column_names]).to_batches()[0])
-        writer.close()
-    assert {p.parent.name for p in (run / "flows").rglob("*.parquet")} == {"step=1", "step=2"}
+    for table in ("flows", "slices"):
+        data = pa.concat_tables(pq.read_table(p) for p in (run / table).rglob("*.parquet"))
+        for p in (run / table).rglob("*.parquet"):
+            p.unlink()
+        with ThreadPoolExecutor(1) as pool:
+            writer = PartitionWriter(run / table, pool)  # the old layout: (device, step)
+            writer.write(data.append_column("device", pa.array(["host"] * len(data))).select(
+                ["device", *data.column_names]).to_batches()[0])
+            writer.close()
+        assert {p.parent.name for p in (run / table).rglob("*.parquet")} == {"step=1", "step=2"}
     with prof_engine.open(run) as r:
         assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
+        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
+    with prof_engine.open(run, steps=[2]) as r:
+        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1").rows() == [(2, 2)]

@@ -35,7 +35,7 @@ from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
-from prof_engine.store.partitions import PartitionWriter
+from prof_engine.store.partitions import PartitionWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (128 << 20, 1 << 30)  # bounds of DuckDB's memory limit in finalize
@@ -164,10 +164,10 @@ def _sql_text(text: str) -> str:
 
 def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     """Devices, steps and time span of the slices written under `root`, for the manifest."""
-    if not any(Path(root).glob("slices/**/*.parquet")):
+    files = list(Path(root).glob("slices/**/*.parquet"))
+    if not files:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
-    src = (f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, "
-           "hive_types = {'device': VARCHAR, 'step': BIGINT})")
+    src = f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, hive_types = {hive_types(files)})"
     devices = con.execute(
         f"SELECT rank, device, count(*) FROM {src} GROUP BY ALL ORDER BY rank, device"
     ).fetchall()

@@ -1,15 +1,17 @@
 """Writes a stream of record batches as a hive-partitioned Parquet dataset, in bounded memory.
 
-A run holds each table as `<table>/device=<d>/step=<n>/part-<uuid>.parquet` (tables of a few rows
-per step, as `<table>/device=<d>/part-<uuid>.parquet`, their step a column). A run has a few
-partitions per step, so most files are small (hundreds of rows), and the cost of a file (create
-it, encode each column chunk, write the footer) is most of the cost of writing a run. The
-`PartitionWriter` therefore:
+A run holds each table as `<table>/device=<d>/part-<uuid>.parquet`, the step a column (schema
+`partition_by = ["device"]`); the writer also writes the layout of runs before schema 1.1,
+`<table>/device=<d>/step=<n>/part-<uuid>.parquet` (keys `("device", "step")`). Most of a step's
+records are a few hundred rows, and the cost of a file (create it, encode each column chunk,
+write the footer; ~1 ms here) is what a directory per step made most of the cost of writing a
+run: so a device's records go to files of ~`budget_bytes`, each a range of steps in staging
+order (mostly time order), which a step filter skips by their statistics. The
+`PartitionWriter`:
 
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
-* writes a partition's records as one file once no batch has added to it for a while (records
-  arrive in staging order, which is mostly time order, so a step's records come together), or,
-  when more than `budget_bytes` wait, writes the least recently added partitions first;
+* writes a partition's records as one file once no batch has added to it for a while, or, when
+  more than `budget_bytes` wait, writes the least recently added partitions first;
 * writes the files on a thread pool, beside the thread that streams the batches in.
 
 A partition whose records come back after its file was written gets a second file: every file
