@@ -141,7 +141,7 @@ def import_sources(
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
     threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per unit's finalize
-    with RunBuilder(Path(out), force=force, memory_limit=memory_limit) as builder:
+    with RunBuilder(Path(out), force=force) as builder:
         work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
         if jobs == 1:
             results = [_import_unit(*w, advance) for w in work]

@@ -284,10 +284,9 @@ class StagingSink:
 class RunBuilder:
     """Context manager that builds the run at `out`; see the module docstring."""
 
-    def __init__(self, out: Path, *, force: bool = False, memory_limit: str | None = None) -> None:
+    def __init__(self, out: Path, *, force: bool = False) -> None:
         self.out = Path(out).absolute()
         self.force = force
-        self.memory_limit = memory_limit
         if self.out.exists():
             if not force:
                 raise RunError(f"{self.out}: already exists (pass --force to replace it)")
