@@ -82,6 +82,11 @@ CREATE OR REPLACE TEMP TABLE _nesting AS
 SELECT c.id, c.depth, p.id AS parent_id
 FROM _sweep c ASOF LEFT JOIN _sweep p ON p.depth = c.depth - 1 AND c.pos > p.pos;
 
+-- Each intermediate table is dropped as soon as nothing reads it any more: they live in DuckDB's
+-- memory budget, and what the last statements need to sort and join must fit beside them.
+DROP TABLE _nest_input;
+DROP TABLE _sweep;
+
 -- Host records but steps: `step`, `depth`, `parent_id` as computed here (the device pass uses
 -- these), `stated_*` as the source gave them; the External id of host ops and the correlation id
 -- of API calls, by which the device pass finds launchers.
@@ -94,6 +99,8 @@ SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host
 FROM _s r ASOF LEFT JOIN _steps st ON r.rank = st.rank AND r.ts >= st.start_ns
 LEFT JOIN _nesting n ON n.id = r.id
 WHERE r.device = 'host' AND r.kind <> 'step';
+
+DROP TABLE _nesting;
 
 -- Time of each host op's direct child host ops (for self_dur).
 CREATE OR REPLACE TEMP TABLE _child_time AS
@@ -108,25 +115,32 @@ CREATE OR REPLACE TEMP TABLE _api_by_corr AS
 SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent FROM _host
 WHERE api_correlation IS NOT NULL GROUP BY ALL;
 
--- Device records but steps: their launcher, the launcher's step, then their own step (a statement
--- each, for the same reason).
-CREATE OR REPLACE TEMP TABLE _launched AS
-SELECT d._part, d._row, d.id, d.rank, d.ts, d.step AS stated_step, d.depth, d.parent_id,
-       coalesce(o.op_id, c.api_parent, c.api_id) AS launch_id
-FROM _s d
-LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
-LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation
+-- Device records but steps: their launcher (by External id, then by correlation), the
+-- launcher's step, then their own step (a statement each, for the same reason).
+CREATE OR REPLACE TEMP TABLE _by_ext AS
+SELECT d._part, d._row, d.id, d.rank, d.ts, d.step AS stated_step, d.depth, d.parent_id, d.correlation, o.op_id
+FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
+DROP TABLE _op_by_ext;
+
+CREATE OR REPLACE TEMP TABLE _launched AS
+SELECT d.* EXCLUDE (correlation, op_id), coalesce(d.op_id, c.api_parent, c.api_id) AS launch_id
+FROM _by_ext d LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation;
+DROP TABLE _by_ext;
+DROP TABLE _api_by_corr;
 
 CREATE OR REPLACE TEMP TABLE _launcher_step AS
 SELECT l.*, h.step AS launcher_step FROM _launched l LEFT JOIN _host h ON h.id = l.launch_id;
+DROP TABLE _launched;
 
 CREATE OR REPLACE TEMP TABLE _device AS
 SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
 FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
+DROP TABLE _launcher_step;
 
--- What finalisation fills in, for every staged slice (rank NULL: a record to leave out).
-CREATE OR REPLACE TEMP VIEW _fill_slices AS
+-- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
+-- so that the final sort reads nothing else (and the tables before it can go).
+CREATE OR REPLACE TEMP TABLE _fill_slices AS
 SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
@@ -140,6 +154,9 @@ SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL FROM _s WHE
 UNION ALL
 SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
+DROP TABLE _host;
+DROP TABLE _child_time;
+DROP TABLE _device;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
