@@ -1,7 +1,7 @@
 -- view: _overlap
 -- answers: the overlap lanes in ns — merged computing, merged communication, communication not
---   overlapped by computing, and free time — per rank, device and step; the base of `overlap`
---   and `step_trace`.
+--   overlapped by computing, and free time — per rank, device and step (`_overlap`, the base of
+--   `overlap` and the timeline), and their lengths alone (`_overlap_totals`, the base of `step_trace`).
 -- requires: slices, _intervals, _tasks
 --
 -- Activity: on a device, compute kernels are Computing and collective kernels Communication
@@ -57,3 +57,23 @@ WITH devices AS (
     UNION ALL SELECT key, 'Free', s, e FROM interval_gaps('activity')
 )
 SELECT _unpack_key(key, (SELECT names FROM devices)) AS key, type, s, e FROM lanes;
+
+-- The lanes' lengths and spans without the lanes, from one sorted pass (`interval_totals`):
+-- Communication(Not Overlapped) is all activity's union less computing's (|B − A| = |A ∪ B| − |A|),
+-- Free the span less all activity's union. A key has a row where _overlap has lanes: where its
+-- span is longer than 0.
+CREATE OR REPLACE VIEW _overlap_totals AS
+WITH devices AS (
+    SELECT list(DISTINCT device ORDER BY device) AS names FROM slices
+), activity AS (
+    SELECT _pack_key(rank, list_position((SELECT names FROM devices), device), step) AS key,
+           type = 'Communication' AS b, s, e
+    FROM _activity
+), totals AS (
+    SELECT _unpack_key(key, (SELECT names FROM devices)) AS key, a_len, b_len, ab_len, first_s, span_s, span_e
+    FROM interval_totals('activity')
+)
+SELECT key.rank AS rank, key.device AS device, key.step AS step, a_len AS computing, b_len AS comm,
+       ab_len - a_len AS not_overlapped, span_e - span_s - ab_len AS free, first_s AS first_active,
+       span_s AS span_start, span_e AS span_end
+FROM totals WHERE span_e > span_s;

@@ -25,14 +25,7 @@
 -- column `Start Time(us)` DECIMAL(26,3): step span start on this device, µs since the Unix epoch
 -- column `End Time(us)` DECIMAL(26,3): step span end on this device, µs since the Unix epoch
 WITH lanes AS (
-    SELECT key.rank AS rank, key.device AS device, key.step AS step,
-           sum(e - s) FILTER (WHERE type = 'Computing') AS computing,
-           sum(e - s) FILTER (WHERE type = 'Communication') AS comm,
-           sum(e - s) FILTER (WHERE type = 'Communication(Not Overlapped)') AS not_overlapped,
-           sum(e - s) FILTER (WHERE type = 'Free') AS free,
-           min(s) FILTER (WHERE type IN ('Computing', 'Communication')) AS first_active,
-           min(s) AS span_start, max(e) AS span_end
-    FROM _overlap GROUP BY ALL
+    SELECT * FROM _overlap_totals
 ), bubble AS (
     SELECT rank, device, step, sum(dur) AS bubble FROM slices WHERE kind = 'comm' AND is_receive(name) GROUP BY ALL
 ), host_step AS (

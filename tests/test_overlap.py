@@ -123,6 +123,50 @@ def test_interval_macros_match_point_sets(seed):
         assert _rows(con, f"SELECT s, e FROM interval_subtract('a', 'b') WHERE key = {key}") == diff
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_interval_totals_match_point_sets(seed):
+    """interval_totals' lengths and spans equal those of point sets, keys kept apart (NULL included)."""
+    import random
+
+    rng = random.Random(seed)
+    rows = [(k, False, s, e) for k, s, e in _random_intervals(rng, rng.randint(1, 30))]
+    rows += [(k, True, s, e) for k, s, e in _random_intervals(rng, rng.randint(0, 30))]
+    rows = [(None if k == 3 else k, b, s, e) for k, b, s, e in rows]  # a NULL key is a key too
+    rng.shuffle(rows)
+    con = _macros()
+    con.execute("CREATE TABLE t (key INTEGER, b BOOLEAN, s BIGINT, e BIGINT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    got = {r[0]: r[1:] for r in con.execute("SELECT * FROM interval_totals('t')").fetchall()}
+    expected = {}
+    for key in {r[0] for r in rows}:
+        a = _points([(s, e) for k, b, s, e in rows if k == key and not b])
+        b = _points([(s, e) for k, b, s, e in rows if k == key and b])
+        mine = [(s, e) for k, _, s, e in rows if k == key]
+        first = min((s for s, e in mine if e > s), default=None)
+        expected[key] = (len(a), len(b), len(a | b), first, min(s for s, _ in mine), max(e for _, e in mine))
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        # a [0---10)  b    [5------20)    a [15--18): a 13, b 15, both 20
+        ([(False, 0, 10), (True, 5, 20), (False, 15, 18)], (13, 15, 20, 0, 0, 20)),
+        # a [0--5) [5--9) touching, b nested in them, then an empty a far away: the span reaches it
+        ([(False, 0, 5), (False, 5, 9), (True, 2, 3), (False, 30, 30)], (9, 1, 9, 0, 0, 30)),
+        # only empty intervals: lengths 0, no first start
+        ([(False, 4, 4), (True, 7, 7)], (0, 0, 0, None, 4, 7)),
+        # equal starts in any order: the longer one counts once
+        ([(True, 0, 3), (True, 0, 8), (True, 0, 1)], (0, 8, 8, 0, 0, 8)),
+    ],
+    ids=["overlap", "touching-and-empty", "only-empty", "equal-starts"],
+)
+def test_interval_totals(rows, expected):
+    con = _macros()
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, rows)) + ") v(b, s, e)")
+    assert con.execute("SELECT * EXCLUDE (key) FROM interval_totals('t')").fetchall() == [expected]
+
+
 @pytest.mark.parametrize(
     "a, b, expected",
     [
