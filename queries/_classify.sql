@@ -15,9 +15,15 @@ CREATE OR REPLACE MACRO task_type(kind) AS
 
 -- Level of a host API call: the CANN level the source recorded (acl, node, hccl, runtime), else
 -- CUDA/HIP runtime or driver by category.
--- (JSON is parsed only where a key "level" can be: the text holds `level`, or a \u escape.)
+-- (JSON is parsed only where a key "level" can be: the run has a source that writes levels
+-- (`run_api_levels()`, a constant from the manifest, defined when a run is opened) and the text
+-- holds `level`, or a \u escape.)
+-- Opening a run defines run_api_levels() from its manifest first; this default (read the args)
+-- is for a connection that did not.
+CREATE MACRO IF NOT EXISTS run_api_levels() AS true;
 CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
-    CASE WHEN contains(args, 'level') OR contains(args, '\u') THEN json_extract_string(args, '$.level') END,
+    CASE WHEN run_api_levels() AND (contains(args, 'level') OR contains(args, '\u'))
+         THEN json_extract_string(args, '$.level') END,
     CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
 
 -- Name of a host API call as api_statistic reports it: CANN writes `<layer>@<api>`

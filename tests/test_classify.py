@@ -27,6 +27,26 @@ def test_api_level(con, category, args, level):
     assert con.execute("SELECT api_level(?, ?)", [category, args]).fetchone() == (level,)
 
 
+def test_api_level_reads_no_args_where_no_source_writes_levels(tmp_path):
+    """A Kineto run's API calls never carry a level: the views must not read their args at all
+    (most of the bytes of millions of API calls), and the level comes from the category."""
+    import prof_engine
+    from conftest import write_trace, x
+    from prof_engine.store.manifest import api_levels_in_args
+
+    assert not api_levels_in_args({"sources": [{"format": "kineto"}, {"format": "collector"}]})
+    assert api_levels_in_args({"sources": [{"format": "kineto"}, {"format": "torch_npu"}]})
+    assert api_levels_in_args({"sources": [{"format": "chrome"}]})
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              x("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1, level="acl")]
+    trace = write_trace(tmp_path / "t.json", events)
+    with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
+        assert run.manifest["sources"][0]["format"] == "kineto"
+        assert run.sql('SELECT "Level", "API Name" FROM api_statistic').rows() == [("runtime", "cudaLaunchKernel")]
+        plan = "".join(r[1] for r in run.sql("EXPLAIN SELECT * FROM api_statistic").rows())
+        assert "READ_PARQUET" in plan and "args" not in plan
+
+
 @pytest.mark.parametrize("name, api", [("AscendCL@aclrtMemcpyAsync", "aclrtMemcpyAsync"), ("Node@launch", "launch"),
                                        ("cudaLaunchKernel", "cudaLaunchKernel"), ("a@b@c", "b@c")])
 def test_api_name_drops_the_layer_prefix(con, name, api):

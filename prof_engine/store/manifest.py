@@ -66,3 +66,15 @@ def run_ranks(manifest: dict[str, Any]):
                            ("tp_index", _group_index(groups, rank, ("tp",)))):
             rows[col].append(value)
     return pa.table(rows, schema=tables()["run_ranks"].arrow_schema)
+
+
+# Source formats whose API records never hold a CANN level in their args: Kineto (CUDA/HIP API
+# args are External id, cbid, correlation) and the collector (which records through Kineto).
+_FORMATS_WITHOUT_API_LEVELS = frozenset({"kineto", "collector"})
+
+
+def api_levels_in_args(manifest: dict[str, Any]) -> bool:
+    """Whether any source of the run may have written an API call's level into its args (CANN
+    sources do); if none did, views need not read the args of every API call to find out."""
+    formats = {src.get("format") for src in manifest.get("sources", [])}
+    return not formats or not formats <= _FORMATS_WITHOUT_API_LEVELS
