@@ -119,7 +119,10 @@ def measure_baseline(name: str, run: Path, out: Path, export_rows: int) -> dict:
     else:
         import duckdb
 
-        src = f"read_parquet('{slices}', hive_partitioning = true, hive_types = {{'device': VARCHAR, 'step': BIGINT}})"
+        from prof_engine.store.partitions import hive_types  # step is a directory level in runs before schema 1.1
+
+        types = hive_types((run / "slices").rglob("*.parquet"))
+        src = f"read_parquet('{slices}', hive_partitioning = true, hive_types = {types})"
         if name == "duckdb scan":
             duckdb.sql(f"SELECT count(*), sum(dur) FROM {src}").fetchall()
             rows = 1
@@ -151,7 +154,11 @@ def child(name: str, run: Path, out: Path, export_rows: int) -> None:
 def prepare_run(a: argparse.Namespace) -> Path:
     """The synthetic run for these parameters, generated once into the workdir (in a process of its
     own, so that this one stays small while it starts the measured ones)."""
-    version = hashlib.sha256((HERE / "gen_runstore.py").read_bytes()).hexdigest()[:8]
+    # keyed by the generator and the store's writer and schemas: a run written by an older writer
+    # (another layout, other encodings) would measure that writer's files
+    sources = [HERE / "gen_runstore.py", HERE.parent / "prof_engine" / "store" / "partitions.py",
+               *sorted((HERE.parent / "schemas").glob("*.toml"))]
+    version = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:8]
     path = a.workdir / f"runstore_{a.device_records}dev_{a.ranks}r_{a.steps}s_{version}"
     if not (path / "manifest.json").exists():
         print(f"generating {path} ...", flush=True)
