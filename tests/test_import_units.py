@@ -50,3 +50,24 @@ def test_units_finalised_apart_add_up_to_the_manifest(tmp_path):
     assert sorted(p.name for p in run.iterdir()) == sorted(["manifest.json", *(t for t, n in manifest["tables"].items() if n)])
     con = duckdb.connect()
     assert summarise(con, run)["devices"] == manifest["devices"]
+
+
+def test_a_unit_that_cannot_be_finalised_is_left_out(tmp_path):
+    """Units are finalised one by one: one that runs out of DuckDB's memory is skipped and
+    reported like a unit that failed to parse, and the others make the run."""
+    from conftest import write_trace, x
+
+    small = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 1, 5)]
+    big = [x("ProfilerStep#1", 0, 100_000, cat="user_annotation")] + [x(f"op{i}", 1 + i, 0.5) for i in range(60_000)]
+    src = tmp_path / "traces"
+    src.mkdir()
+    write_trace(src / "a_small.json", small, distributedInfo={"rank": 0})
+    write_trace(src / "b_big.json", big, distributedInfo={"rank": 1})
+    # 8 MB: enough for the small unit's finalize (at 2 or 16 threads), far too little for the big one's
+    run = prof_engine.import_trace([src], tmp_path / "run", jobs=1, memory_limit="8MB")
+    with prof_engine.open(run) as r:
+        assert r.manifest["ranks"] == [0]
+        (skipped,) = r.manifest["skipped"]
+        assert "b_big.json" in skipped["error"] and "ran out of memory" in skipped["error"]
+        assert r.sql("SELECT rank, name FROM slices ORDER BY ts").rows() == [(0, "ProfilerStep#1"), (0, "aten::mm")]
+    assert not list(tmp_path.glob(".run.*"))  # no unit's directory is left beside the run
