@@ -227,8 +227,40 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     return Finalized(rows, summary)
 
 
-def _pick(a: int | None, b: int | None, pick) -> int | None:
-    return b if a is None else a if b is None else pick(a, b)
+class Totals:
+    """Rows per table, devices, steps and time span of several finalised parts of a run (import
+    units, or the collector's batches), summed for the manifest. A device's records add up, a
+    step's span is the union of its parts' spans."""
+
+    def __init__(self) -> None:
+        self.rows = dict.fromkeys(schema.stored_tables(), 0)
+        self._devices: dict[tuple[int, str], int] = {}
+        self._steps: dict[tuple[int, int], list[int]] = {}
+        self._span: list[int | None] = [None, None]
+
+    def add(self, rows: dict[str, int], summary: dict[str, Any]) -> None:
+        """Add what `copy_tables` and `staged_summary` said of one part."""
+        for name, n in rows.items():
+            self.rows[name] += n
+        for d in summary["devices"]:
+            key = (d["rank"], d["device"])
+            self._devices[key] = self._devices.get(key, 0) + d["records"]
+        for st in summary["steps"]:
+            span = self._steps.setdefault((st["rank"], st["step"]), [st["start_ns"], st["end_ns"]])
+            span[0], span[1] = min(span[0], st["start_ns"]), max(span[1], st["end_ns"])
+        for i, (value, pick) in enumerate(((summary["start_ns"], min), (summary["end_ns"], max))):
+            if value is not None:
+                self._span[i] = value if self._span[i] is None else pick(self._span[i], value)
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """The manifest's `tables`, `devices`, `steps`, `start_ns` and `end_ns`."""
+        return {
+            "tables": dict(self.rows),
+            "devices": [{"rank": r, "device": d, "records": n} for (r, d), n in sorted(self._devices.items())],
+            "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())],
+            "start_ns": self._span[0],
+            "end_ns": self._span[1],
+        }
 
 
 _PENDING = 4  # staged batches waiting to be written, at most
@@ -316,16 +348,10 @@ class RunBuilder:
         """Move the finalised units' files into the run, write the manifest, publish the run.
 
         `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`."""
-        rows = dict.fromkeys(schema.stored_tables(), 0)
-        devices, steps, span = [], [], (None, None)
+        totals = Totals()
         for source, done in units:
             merge_tree(self.unit_dir(source.index) / "out", self.tmp)
-            for name, n in done.rows.items():
-                rows[name] += n
-            devices += done.summary["devices"]
-            steps += done.summary["steps"]
-            span = tuple(_pick(a, b, f) for a, b, f in zip(span, (done.summary["start_ns"], done.summary["end_ns"]),
-                                                           (min, max)))
+            totals.add(done.rows, done.summary)
         shutil.rmtree(self.tmp / "_units", ignore_errors=True)
         sources = [s for s, _ in units]
         manifest = {
@@ -336,13 +362,9 @@ class RunBuilder:
             "sources": [asdict(s) for s in sources],
             "ranks": sorted({s.rank for s in sources}),
             "hosts": sorted({s.host for s in sources if s.host}),
-            "tables": rows,
             "metadata": metadata or {},
             "skipped": skipped or [],
-            "devices": sorted(devices, key=lambda d: (d["rank"], d["device"])),
-            "steps": sorted(steps, key=lambda s: (s["rank"], s["step"] is None, s["step"] or 0)),
-            "start_ns": span[0],
-            "end_ns": span[1],
+            **totals.manifest_fields(),
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
         restrict_tree(self.tmp)

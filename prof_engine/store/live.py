@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from prof_engine import schema
 from prof_engine.errors import RunError
-from prof_engine.store.builder import copy_tables, duckdb_connect, stage_views, staged_summary, summarise
+from prof_engine.store.builder import Totals, copy_tables, duckdb_connect, stage_views, staged_summary, summarise
 from prof_engine.store.files import FILE_MODE, make_dirs, write_text
 from prof_engine.store.manifest import MANIFEST
 
@@ -56,10 +56,7 @@ class LiveRun:
         self._written_at = 0.0
         self._dirty = False
         self._con: duckdb.DuckDBPyConnection | None = None
-        self._rows = {name: 0 for name in schema.stored_tables()}
-        self._devices: dict[tuple[int, str], int] = {}
-        self._steps: dict[tuple[int, int], list[int]] = {}
-        self._span: list[int | None] = [None, None]
+        self._totals = Totals()
         self.manifest: dict[str, Any] = {
             "id": uuid.uuid4().hex,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -69,7 +66,7 @@ class LiveRun:
             "sources": [],
             "ranks": [],
             "hosts": [],
-            "tables": dict(self._rows),
+            "tables": dict(self._totals.rows),
             "metadata": dict(metadata or {}),
             "skipped": [],
             "devices": [], "steps": [], "start_ns": None, "end_ns": None,
@@ -118,7 +115,8 @@ class LiveRun:
         summary = staged_summary(con)
         self._move_into_place(batch / "out")
         shutil.rmtree(batch, ignore_errors=True)
-        self._account(rows, summary)
+        self._totals.add(rows, summary)
+        self._dirty = True
         if time.monotonic() - self._written_at >= self.manifest_interval_s:
             self._write_manifest()
         return result
@@ -142,26 +140,9 @@ class LiveRun:
                 os.chmod(part, FILE_MODE)
                 os.rename(part, target)
 
-    def _account(self, rows: dict[str, int], summary: dict[str, Any]) -> None:
-        for name, n in rows.items():
-            self._rows[name] += n
-        for d in summary["devices"]:
-            key = (d["rank"], d["device"])
-            self._devices[key] = self._devices.get(key, 0) + d["records"]
-        for s in summary["steps"]:
-            span = self._steps.setdefault((s["rank"], s["step"]), [s["start_ns"], s["end_ns"]])
-            span[0], span[1] = min(span[0], s["start_ns"]), max(span[1], s["end_ns"])
-        for i, (value, pick) in enumerate(((summary["start_ns"], min), (summary["end_ns"], max))):
-            if value is not None:
-                self._span[i] = value if self._span[i] is None else pick(self._span[i], value)
-        self._dirty = True
-
     def _write_manifest(self) -> None:
         m = self.manifest
-        m["tables"] = dict(self._rows)
-        m["devices"] = [{"rank": r, "device": d, "records": n} for (r, d), n in sorted(self._devices.items())]
-        m["steps"] = [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())]
-        m["start_ns"], m["end_ns"] = self._span
+        m.update(self._totals.manifest_fields())
         write_text(self.out / MANIFEST, json.dumps(m, indent=1, default=str))
         self._written_at = time.monotonic()
         self._dirty = False
