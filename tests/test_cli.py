@@ -206,3 +206,24 @@ def test_created_files_not_group_or_world_writable(run, csv_out):
 def test_export_directory_not_group_or_world_writable(csv_out):
     """The export directory that `export -o out` creates is not group/world-writable under umask 0."""
     assert _writable_by_others(csv_out, include_root=True) == []
+
+
+def test_import_progress_says_when_it_finalises(monkeypatch):
+    """A long import's bar (on a terminal, after a second) says 'finalising' once every byte is read:
+    the finalize of a large trace takes a third of it, and a bar at 100 % looks stuck."""
+    import sys
+
+    from prof_engine.cli import _Progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    progress = _Progress()
+    progress(10, 100)
+    assert progress.bar is None  # not in the first second
+    progress.start -= 2
+    try:
+        progress(50, 100)
+        assert progress.bar.tasks[0].description == "importing"
+        progress(100, 100)
+        assert progress.bar.tasks[0].description.startswith("finalising")
+    finally:
+        progress.close()

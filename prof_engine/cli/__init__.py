@@ -25,7 +25,9 @@ StepsOpt = Annotated[Optional[list[int]], typer.Option("--step", "-s", help="Onl
 
 
 class _Progress:
-    """A progress bar on stderr that appears only once an import has taken more than a second."""
+    """A progress bar on stderr that appears only once an import has taken more than a second.
+    Once every byte is read it says the run is being finalised (steps, nesting, launch links:
+    up to a third of a large import), rather than sit at 100 %."""
 
     def __init__(self) -> None:
         self.start = time.monotonic()
@@ -36,15 +38,16 @@ class _Progress:
         if self.bar is None:
             if time.monotonic() - self.start < 1.0 or not sys.stderr.isatty():
                 return
-            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
             from prof_engine.cli.render import err
 
-            self.bar = Progress("importing", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                                 console=err, transient=True)
             self.bar.start()
-            self.task = self.bar.add_task("import", total=total)
-        self.bar.update(self.task, completed=done)
+            self.task = self.bar.add_task("importing", total=total)
+        self.bar.update(self.task, completed=done,
+                        description="finalising (steps, nesting, links)" if done >= total else "importing")
 
     def close(self) -> None:
         if self.bar is not None:
