@@ -166,13 +166,11 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
         sink.close()
         return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], memory_limit=memory_limit,
                                    threads=threads, label=str(unit.path))
-    except ProfEngineError as e:
+    except BaseException as e:
         sink.discard()
         shutil.rmtree(unit_dir, ignore_errors=True)
-        return e
-    except BaseException:
-        sink.discard()
-        shutil.rmtree(unit_dir, ignore_errors=True)
+        if isinstance(e, ProfEngineError):
+            return e
         raise
 
 

@@ -94,19 +94,22 @@ def finalize_memory_limit(staging: Path) -> str:
     return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, FINALIZE_MEMORY[0]), FINALIZE_MEMORY[1]) >> 20}MB"
 
 
-def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> None:
+def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
-    views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up."""
+    views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up.
+    Returns the tables that have staged files (`copy_tables`' `only`)."""
     con.register("_files_arrow", pa.table({
         "file": pa.array([f[0] for f in files], pa.int32()),
         "rank": pa.array([f[1] for f in files], pa.int32()),
         "offset_ns": pa.array([f[2] for f in files], pa.int64()),
     }))
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
+    with_files = set()
     for name, table in schema.stored_tables().items():
         staged = sorted(str(p) for p in (Path(staging) / name).glob("*.parquet"))
         if staged:
+            with_files.add(name)
             paths = ", ".join(_sql_text(p) for p in staged)
             con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
                         f"file_row_number AS _row FROM read_parquet([{paths}])")
@@ -115,6 +118,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
             con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, 0::UBIGINT AS _part, "
                         f"0::BIGINT AS _row FROM _empty_{name}")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
+    return with_files
 
 
 def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | None = None) -> dict[str, int]:
@@ -212,8 +216,7 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     try:
         if threads:
             con.execute(f"SET threads = {max(1, int(threads))}")
-        stage_views(con, staging, files)
-        staged = {t.name for t in staging.iterdir() if any(t.glob("*.parquet"))} if staging.is_dir() else set()
+        staged = stage_views(con, staging, files)
         rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
     except duckdb.OutOfMemoryException as e:

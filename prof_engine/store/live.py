@@ -108,8 +108,7 @@ class LiveRun:
         the batch's `final_<table>` views before they go; its result is returned."""
         batch = Path(staging).parent
         con = self._connection()
-        stage_views(con, staging, files)
-        staged = {t.name for t in Path(staging).iterdir() if any(t.glob("*.parquet"))}
+        staged = stage_views(con, staging, files)
         rows = copy_tables(con, batch / "out", staged)
         result = con.sql(query).to_arrow_table() if query else None
         summary = staged_summary(con)
