@@ -261,8 +261,9 @@ CREATE OR REPLACE TEMP VIEW gen_dev AS
 SELECT l.base + d.local AS id, l.rank, l.step, d.kind, d.name, d.stream,
        step_start(l.rank, l.step) + $PREP + l.b * $DEV_NS + d.ts AS ts,
        d.dur - d.dur * 15 * jit(l.base + d.local) // 100000 AS dur,
-       l.base + d.api AS correlation, l.base + d.op AS launch_id
-FROM layers l, prog_dev d;
+       l.base + d.api AS correlation, l.base + d.op AS launch_id,
+       h.name AS launch_name, h.shapes, h.types  -- finalize.sql copies them from the launcher
+FROM layers l, prog_dev d LEFT JOIN prog_host h ON h.local = d.op;
 
 -- per step: the step slice, and the host waiting for the device at its end
 CREATE OR REPLACE TEMP VIEW gen_steps AS
@@ -302,7 +303,7 @@ SELECT h.id, h.rank::INTEGER AS rank, 'host' AS device, h.step, h.kind, h.name,
        h.depth, h.parent_id,
        -- finalize.sql's expression, so that the writer stores it as it stores an import's
        CASE WHEN h.kind = 'host_op' THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END AS self_dur,
-       NULL::BIGINT AS launch_id, h.shapes AS input_shapes, h.types AS input_types,
+       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, h.shapes AS input_shapes, h.types AS input_types,
        CASE WHEN h.kind = 'api'
             THEN printf('{"External id": %d, "cbid": %d, "correlation": %d}', h.ext, cb.cbid, h.id)
             ELSE printf('{"External id": %d, "Record function id": %d}', h.ext, h.ext) END AS args
@@ -311,7 +312,7 @@ UNION ALL
 SELECT d.id, d.rank::INTEGER, 'gpu' || d.rank, d.step, d.kind, d.name,
        CASE d.kind WHEN 'memcpy' THEN 'gpu_memcpy' WHEN 'memset' THEN 'gpu_memset' ELSE 'kernel' END,
        NULL, NULL, d.ts, d.dur, d.rank::VARCHAR, d.stream::VARCHAR, d.stream, d.correlation, d.launch_id,
-       NULL, NULL, NULL, d.launch_id, NULL, NULL,
+       NULL, NULL, NULL, d.launch_id, d.launch_name, d.shapes, d.types,
        CASE WHEN d.kind IN ('memcpy', 'memset')
             THEN printf('{"External id": %d, "device": %d, "context": 1, "stream": %d, "correlation": %d, "bytes": %d}',
                         d.launch_id, d.rank, d.stream, d.correlation, 134217728)
@@ -343,7 +344,8 @@ FROM (
 );
 """
 
-STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id")  # what finalize.sql derives (slices)
+STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name")  # what finalize.sql derives (slices)
+FROM_LAUNCHER = ("input_shapes", "input_types")  # what it copies from the launcher into device records
 
 
 def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict:
@@ -403,10 +405,10 @@ def verify(shape: Shape = Shape(device_records=2_000, ranks=2, steps=3)) -> list
         con = duckdb.connect()
         define(con, shape)
         staging = Path(d)
-        sql_type = {"int32": "INTEGER", "int64": "BIGINT", "string": "VARCHAR"}
         staged = ", ".join(
             "CASE WHEN kind = 'step' THEN step END AS step" if c.name == "step"  # an importer states a step slice's step
-            else f"NULL::{sql_type[c.type]} AS {c.name}" if c.name in STAGED else c.name
+            else f"NULL::{c.sql_type} AS {c.name}" if c.name in STAGED
+            else f"CASE WHEN device = 'host' THEN {c.name} END AS {c.name}" if c.name in FROM_LAUNCHER else c.name
             for c in schema.tables()["slices"].columns)
         for name, select in (("slices", f"SELECT {staged} FROM final_slices"),
                              ("flows", "SELECT * REPLACE (NULL::BIGINT AS step) FROM final_flows"),

@@ -23,6 +23,7 @@ _ARROW_TYPES = {
     "string": pa.string(),
     "bool": pa.bool_(),
 }
+_SQL_TYPES = {"int32": "INTEGER", "int64": "BIGINT", "string": "VARCHAR", "float64": "DOUBLE", "bool": "BOOLEAN"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class Column:
     @property
     def arrow_type(self) -> pa.DataType:
         return _ARROW_TYPES[self.type]
+
+    @property
+    def sql_type(self) -> str:
+        """The DuckDB type."""
+        return _SQL_TYPES[self.type]
 
 
 @dataclass(frozen=True)

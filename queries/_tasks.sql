@@ -4,13 +4,19 @@
 -- requires: slices, _classify
 -- The tasks with their op and task types, without the stream wait: a filter on kind (op_statistic
 -- counts kernels only) reaches the scan through this view, not through the wait's window.
+-- A device record holds its launcher's name, shapes and types (`launch_name`, filled in at import)
+-- in runs of schema 1.2 on; `run_launch_names()` (a constant from the manifest) is false for older
+-- runs, which join the launcher instead. Where it is true the join's side is empty, which DuckDB
+-- folds away: 10 M device records are not joined to the host ops.
+CREATE MACRO IF NOT EXISTS run_launch_names() AS false;
 CREATE OR REPLACE VIEW _task_ops AS
 SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.correlation,
-       coalesce(t.op_type, l.name, t.name) AS op_type,
+       coalesce(t.op_type, t.launch_name, l.name, t.name) AS op_type,
        coalesce(t.task_type, task_type(t.kind)) AS task_type,
        coalesce(t.input_shapes, l.input_shapes) AS input_shapes,
        coalesce(t.input_types, l.input_types) AS input_types
-FROM slices t LEFT JOIN slices l ON l.id = t.launch_id
+FROM slices t
+LEFT JOIN (SELECT id, name, input_shapes, input_types FROM slices WHERE NOT run_launch_names()) l ON l.id = t.launch_id
 WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
 
 -- The wait is computed on the tasks' narrow timing columns and joined back by id (ids are unique):

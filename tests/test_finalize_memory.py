@@ -29,3 +29,17 @@ def test_running_out_of_memory_is_a_run_error(tmp_path):
                                                    r"memory_limit to import_trace"):
         prof_engine.import_trace([trace], tmp_path / "run", memory_limit="1MB")
     assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run.*"))
+
+
+def test_running_out_of_memory_while_streaming_the_tables_is_a_run_error(tmp_path, monkeypatch):
+    """Out of memory while DuckDB streams a final table to Arrow reaches Python as an OSError."""
+    from prof_engine.store import builder
+
+    def short_of_memory(*args, **kwargs):
+        raise OSError("Out of Memory Error: failed to pin block of size 256.0 KiB (60.8 MiB/61.0 MiB used)")
+
+    monkeypatch.setattr(builder, "copy_tables", short_of_memory)
+    trace = write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 1000, cat="user_annotation")])
+    with pytest.raises(prof_engine.RunError, match=r"ran out of memory within DuckDB's limit of 64MB"):
+        prof_engine.import_trace([trace], tmp_path / "run", memory_limit="64MB")
+    assert not (tmp_path / "run").exists() and not list(tmp_path.glob(".run.*"))

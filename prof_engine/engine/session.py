@@ -14,7 +14,11 @@ from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar
-from prof_engine.store.manifest import api_levels_in_args, run_ranks
+from prof_engine.store.manifest import (
+    api_levels_in_args,
+    launch_names_stored,
+    run_ranks,
+)
 from prof_engine.store.partitions import hive_types
 
 
@@ -163,13 +167,16 @@ def _parquet_source(files: list[Path], union_by_name: bool) -> str:
             f"hive_types = {hive_types(files)})")
 
 
-def _uniform(con: duckdb.DuckDBPyConnection, files: list[Path]) -> bool:
-    """Whether all `files` have the same columns, in the same order, of the same types."""
+def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bool, set[str]]:
+    """Whether all `files` have the same columns, in the same order, of the same types; and the
+    names of the columns any of them has."""
     listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
-    return con.execute(
-        f"SELECT count(DISTINCT columns) FROM (SELECT file_name, string_agg(name || ' ' || duckdb_type, ', ' "
-        f"ORDER BY column_id) AS columns FROM parquet_schema({listing}) WHERE num_children IS NULL GROUP BY file_name)"
-    ).fetchone()[0] <= 1
+    shapes, names = con.execute(
+        f"SELECT count(DISTINCT columns), flatten(list(names)) FROM (SELECT file_name, string_agg(name || ' ' || "
+        f"duckdb_type, ', ' ORDER BY column_id) AS columns, list(name) AS names FROM parquet_schema({listing}) "
+        f"WHERE num_children IS NULL GROUP BY file_name)"
+    ).fetchone()
+    return shapes <= 1, set(names or ())
 
 
 def _partition_files(table_dir: Path, steps: list[int] | None) -> list[Path]:
@@ -202,7 +209,11 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
         where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
         files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
         if files:
-            uniform = _uniform(con, files)
+            uniform, present = _file_columns(con, files)
+            # a column added to the schema since the run was written reads as NULL (device and
+            # step are always there: a column, or a directory level in older layouts)
+            cols = ", ".join(f'"{c.name}"' if c.name in present or c.name in schema.PARTITION_KEYS
+                             else f'NULL::{c.sql_type} AS "{c.name}"' for c in table.columns)
             final[name] = f"SELECT {cols} FROM {_parquet_source(files, not uniform)}{where}"
             if uniform:
                 con.execute(f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1], False)} LIMIT 0')
@@ -236,6 +247,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     # A constant the views' `api_level` folds away: where no source writes levels, API calls' args
     # (most of the bytes of 10 M API calls) are not read at all.
     con.execute(f"CREATE OR REPLACE MACRO run_api_levels() AS {str(api_levels_in_args(manifest)).lower()}")
+    # Likewise: device records name their launcher (no join to the host ops) in runs of schema 1.2 on.
+    con.execute(f"CREATE OR REPLACE MACRO run_launch_names() AS {str(launch_names_stored(manifest)).lower()}")
     for view in definitions().values():
         _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files

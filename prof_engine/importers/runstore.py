@@ -18,7 +18,6 @@ from prof_engine.store.builder import duckdb_connect
 from prof_engine.store.partitions import hive_types
 
 COLLECTOR_FORMAT = "collector"
-_SQL_TYPES = {"int32": "INTEGER", "int64": "BIGINT", "string": "VARCHAR", "float64": "DOUBLE", "bool": "BOOLEAN"}
 _ID_COLUMNS = {"slices": ("id", "parent_id", "launch_id"), "comm": ("slice_id",)}
 
 
@@ -44,16 +43,20 @@ def _source(path: Path, index: int) -> tuple[SourceFile, dict]:
     return info, manifest
 
 
-def _select(table: str, index: int) -> str:
+def _select(table: str, index: int, present: set[str]) -> str:
+    """The staged columns of `table` from a run's table `t` that has the columns `present` (a run
+    written before a column was added to the schema reads NULL for it)."""
     cols = []
     for c in schema.tables()[table].columns:
         if c.name == "rank":
             expr = f"{index}"
+        elif c.name not in present:
+            expr = "NULL"
         elif c.name in _ID_COLUMNS.get(table, ()):
             expr = f"(SELECT new FROM idmap WHERE old = t.{c.name})" if c.name != "id" else "m.new"
         else:
             expr = f't."{c.name}"'
-        cols.append(f'CAST({expr} AS {_SQL_TYPES[c.type]}) AS "{c.name}"')
+        cols.append(f'CAST({expr} AS {c.sql_type}) AS "{c.name}"')
     return ", ".join(cols)
 
 
@@ -75,7 +78,8 @@ def stage_run(path: Path | str, index: int, staging: Path | str) -> SourceFile:
                             f"({index}::BIGINT << 40) + row_number() OVER (ORDER BY id) AS new FROM t_slices")
             join = " JOIN idmap m ON m.old = t.id" if table == "slices" else ""
             (staging / table).mkdir(parents=True, exist_ok=True)
-            con.execute(f"COPY (SELECT {_select(table, index)} FROM t_{table} t{join}) "
+            present = {r[0] for r in con.execute(f"DESCRIBE t_{table}").fetchall()}
+            con.execute(f"COPY (SELECT {_select(table, index, present)} FROM t_{table} t{join}) "
                         f"TO '{staging / table / tag}.parquet' (FORMAT parquet, COMPRESSION zstd)")
     finally:
         con.close()

@@ -219,7 +219,10 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         staged = stage_views(con, staging, files)
         rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
-    except duckdb.OutOfMemoryException as e:
+    except (duckdb.OutOfMemoryException, OSError) as e:
+        # streamed through Arrow (copy_tables), DuckDB's out-of-memory error arrives as an OSError
+        if not isinstance(e, duckdb.OutOfMemoryException) and not str(e).startswith("Out of Memory Error"):
+            raise
         raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
                        f"{limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "
                        f"({str(e).splitlines()[0]})") from None

@@ -78,3 +78,10 @@ def api_levels_in_args(manifest: dict[str, Any]) -> bool:
     sources do); if none did, views need not read the args of every API call to find out."""
     formats = {src.get("format") for src in manifest.get("sources", [])}
     return not formats or not formats <= _FORMATS_WITHOUT_API_LEVELS
+
+
+def launch_names_stored(manifest: dict[str, Any]) -> bool:
+    """Whether the run's device records hold their launcher's name, shapes and types (schema 1.2
+    on; `slices.launch_name`), so that views need not join them to their launching host ops."""
+    major, _, minor = str(manifest.get("schema_version", "")).partition(".")
+    return (int(major or 0), int(minor or 0)) >= (1, 2)

@@ -45,7 +45,7 @@ IDLE_BATCHES = 2  # a partition no batch added to for this many batches is writt
 # device records: 1.4 s instead of 2.8 s). Not for the others (times, ids, args): their
 # dictionaries would only grow to pyarrow's 1 MB limit and be dropped, at a cost in time and size.
 DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "task_type", "pid", "tid", "stream",
-                      "depth", "input_shapes", "input_types", "phase", "series", "scope", "op_name", "collective",
+                      "launch_name", "depth", "input_shapes", "input_types", "phase", "series", "scope", "op_name", "collective",
                       "group_name", "group_desc", "group_ranks", "dtype", "transport"]
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
                    "row_group_size": ROW_GROUP_ROWS}

@@ -24,7 +24,8 @@
 --   3. self_dur of a host op = its duration minus the durations of its direct child host ops.
 --   4. A device record was launched by the host op with its External id, else by the host op
 --      enclosing the API call with its correlation id, else by that API call; it takes the step of
---      its launcher, falling back to time containment.
+--      its launcher, falling back to time containment, and its launcher's name (`launch_name`),
+--      input shapes and types (where the source gave it none).
 --
 -- How (bounded memory): steps 1-4 run on narrow projections of the staged records (ids, times,
 -- keys), never on their wide text columns (names, args). They yield the columns that finalisation
@@ -138,6 +139,28 @@ SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < s
 FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 DROP TABLE _launcher_step;
 
+-- What a device record takes from its launcher: the name, input shapes and types. The views of
+-- kernels by op (op_statistic, op_summary) then read them from the device record, instead of
+-- joining 10 M device records to the host ops. Launchers repeat a few (name, shapes, types), so
+-- each launcher maps to a small number (`_launch_sigs`), and the tables the final join holds
+-- stay narrow whatever the number of launchers.
+CREATE OR REPLACE TEMP TABLE _launcher_ids AS
+SELECT DISTINCT launch_id AS id FROM _device WHERE launch_id IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE _launcher_rows AS
+SELECT s.id, s.name, s.input_shapes, s.input_types FROM staging_slices s SEMI JOIN _launcher_ids l ON l.id = s.id;
+DROP TABLE _launcher_ids;
+
+CREATE OR REPLACE TEMP TABLE _launch_sigs AS
+SELECT row_number() OVER () AS sig, name, input_shapes, input_types
+FROM (SELECT DISTINCT name, input_shapes, input_types FROM _launcher_rows);
+
+CREATE OR REPLACE TEMP TABLE _launcher_sig AS
+SELECT r.id, g.sig FROM _launcher_rows r JOIN _launch_sigs g
+  ON r.name IS NOT DISTINCT FROM g.name AND r.input_shapes IS NOT DISTINCT FROM g.input_shapes
+ AND r.input_types IS NOT DISTINCT FROM g.input_types;
+DROP TABLE _launcher_rows;
+
 -- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
 -- so that the final sort reads nothing else (and the tables before it can go).
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
@@ -145,24 +168,31 @@ SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS s
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
-       NULL::BIGINT AS launch_id
+       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::VARCHAR AS launch_shapes,
+       NULL::VARCHAR AS launch_types
 FROM _host h LEFT JOIN _child_time c USING (id)
 UNION ALL
-SELECT _part, _row, id, rank, ts, coalesce(stated_step, step), depth, parent_id, NULL, launch_id FROM _device
+SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step), d.depth, d.parent_id, NULL, d.launch_id,
+       g.name, g.input_shapes, g.input_types
+FROM _device d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
 UNION ALL
-SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL FROM _s WHERE kind = 'step'
+SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
 UNION ALL
-SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
 DROP TABLE _host;
 DROP TABLE _child_time;
 DROP TABLE _device;
+DROP TABLE _launcher_sig;
+DROP TABLE _launch_sigs;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* EXCLUDE (_part, _row) REPLACE (
            f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step, f.depth::INTEGER AS depth,
-           f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id)
+           f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id, f.launch_name AS launch_name,
+           coalesce(s.input_shapes, f.launch_shapes) AS input_shapes,
+           coalesce(s.input_types, f.launch_types) AS input_types)
 FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
 WHERE CASE WHEN s.id IS DISTINCT FROM f.id THEN error('finalize: slices out of step with their computed columns')
            ELSE f.rank IS NOT NULL END;

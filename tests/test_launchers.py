@@ -1,0 +1,100 @@
+"""Device records hold their launcher's name, input shapes and types (schema 1.2): finalize copies
+them from the record at `launch_id`, so that the views of kernels by op read no host op. Runs
+written before (no `launch_name` column) give the same views, through a join."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import write_trace, x
+
+import prof_engine
+
+
+def _kernel(name: str, ts: float, dur: float, correlation: int, **args) -> dict:
+    return x(name, ts, dur, cat="kernel", pid=0, tid=7, correlation=correlation, device=0, stream=7, **args)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("launchers")
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        # a framework op that launches a kernel: found through its External id
+        x("aten::mm", 10, 20, **{"External id": 7, "Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}),
+        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 7}),
+        # a runtime call outside every op: it is the launcher itself
+        x("cudaMemsetAsync", 40, 3, cat="cuda_runtime", correlation=12),
+        _kernel("gemm_kernel", 20, 8, 11, **{"External id": 7}),
+        _kernel("memset_kernel", 45, 2, 12),
+        # a kernel whose launch the trace lacks
+        _kernel("orphan_kernel", 60, 4, 99),
+        # a kernel with shapes of its own (as Ascend tasks have) keeps them
+        x("aten::add", 70, 10, **{"External id": 8, "Input Dims": [[5]], "Input type": ["int"]}),
+        x("cudaLaunchKernel", 71, 2, cat="cuda_runtime", correlation=13, **{"External id": 8}),
+        _kernel("add_kernel", 75, 3, 13, **{"External id": 8, "Input Dims": [[6]], "Input type": ["half"]}),
+    ]
+    trace = write_trace(tmp / "t.json", events)
+    return prof_engine.import_trace([trace], tmp / "run")
+
+
+KERNELS = "SELECT name, launch_name, input_shapes, input_types FROM slices WHERE device <> 'host' ORDER BY ts"
+
+
+def test_device_records_take_their_launchers_name_and_shapes(run_dir):
+    with prof_engine.open(run_dir) as run:
+        assert run.manifest["schema_version"] == "1.2"
+        assert run.sql(KERNELS).rows() == [
+            ("gemm_kernel", "aten::mm", "2,3;3,4", "float;float"),
+            ("memset_kernel", "cudaMemsetAsync", None, None),
+            ("orphan_kernel", None, None, None),
+            ("add_kernel", "aten::add", "6", "half"),
+        ]
+        # host records have none
+        assert run.sql("SELECT count(launch_name) FROM slices WHERE device = 'host'").rows() == [(0,)]
+
+
+def _as_older_run(src, dst):
+    """A copy of run `src` as schema 1.1 wrote it: no `launch_name`, device records without the
+    launcher's shapes and types."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    for path in (dst / "slices").rglob("*.parquet"):
+        t = pq.read_table(path)
+        host = pa.compute.equal(t["kind"], "host_op")
+        keep = pa.compute.or_(host, pa.compute.equal(t["kind"], "api"))
+        for col in ("input_shapes", "input_types"):
+            from_launcher = pa.compute.and_(pa.compute.invert(keep), pa.compute.is_in(t["name"], pa.array(
+                ["gemm_kernel", "memset_kernel", "orphan_kernel"])))
+            t = t.set_column(t.schema.get_field_index(col), col,
+                             pa.compute.if_else(from_launcher, pa.nulls(len(t), pa.string()), t[col]))
+        pq.write_table(t.drop_columns(["launch_name"]), path)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["schema_version"] = "1.1"
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+@pytest.mark.parametrize("view", ["op_summary", "op_statistic", "task_time"])
+def test_older_runs_give_the_same_views_through_a_join(run_dir, tmp_path, view):
+    old = _as_older_run(run_dir, tmp_path / "old")
+    with prof_engine.open(old) as run:
+        assert run.sql(KERNELS).rows()[0] == ("gemm_kernel", None, None, None)
+        older = sorted(run.view(view).rows(), key=repr)  # op_summary, task_time: no order
+    with prof_engine.open(run_dir) as run:
+        assert sorted(run.view(view).rows(), key=repr) == older
+
+
+def test_only_older_runs_read_the_host_ops_to_name_a_kernels_op(run_dir, tmp_path):
+    """In a 1.2 run the launcher's side of `_task_ops`' join is empty and folded away: one scan."""
+    def scans(path):
+        with prof_engine.open(path) as run:
+            plan = run.sql("EXPLAIN SELECT * FROM _task_ops").rows()[0][1]
+        return plan.count("READ_PARQUET")
+
+    assert scans(run_dir) == 1
+    assert scans(_as_older_run(run_dir, tmp_path / "old")) == 2
