@@ -1,7 +1,7 @@
 -- view: _tasks
 -- answers: every device task (kernel, communication, memcpy, memset) with its op type (the
 --   source's own, else the framework op that launched it), in ns; the shared base of op_summary, op_statistic and task_time.
--- requires: slices, _classify
+-- requires: slices, run_ranks, _classify
 -- The tasks with their op and task types, without the stream wait: a filter on kind (op_statistic
 -- counts kernels only) reaches the scan through this view, not through the wait's window.
 -- A device record holds its launcher's name, shapes and types (`launch_name`, filled in at import)
@@ -31,7 +31,8 @@ WITH waits AS (
 )
 SELECT t.*, w.wait FROM _task_ops t JOIN waits w ON w.id = t.id;
 
--- Ranks that recorded no device task: their reports fall back to host ops.
+-- Ranks that recorded no device task: their reports fall back to host ops. (The run's ranks come
+-- from its manifest, not from a scan of every host record; a rank without host records adds none.)
 CREATE OR REPLACE VIEW _host_only_ranks AS
-SELECT DISTINCT rank FROM slices WHERE device = 'host'
+SELECT rank FROM run_ranks
 EXCEPT SELECT DISTINCT rank FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');

@@ -56,7 +56,7 @@ def test_pipeline_stage_from_parallel_group_info():
               "g3": {"group_name": "dp", "group_rank": 0, "global_ranks": [4, 6]}}
     manifest = {"sources": [{"rank": 4, "path": "r4", "format": "torch_npu", "info": {"parallel_group_info": groups}},
                             {"rank": 9, "path": "r9", "format": "torch_npu", "info": {}}]}
-    table = run_ranks(json.loads(json.dumps(manifest))).to_pylist()
-    assert table[0] == {"rank": 4, "host": None, "source": "r4", "format": "torch_npu",
-                        "pp_stage": 1, "dp_index": 0, "tp_index": 0}
-    assert table[1]["pp_stage"] is None
+    rows = run_ranks(json.loads(json.dumps(manifest)))
+    # rank, host, source, format, pp_stage, dp_index, tp_index
+    assert rows[0] == (4, None, "r4", "torch_npu", 1, 0, 0)
+    assert rows[1][4] is None

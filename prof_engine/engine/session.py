@@ -26,6 +26,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 class Result:
     """The answer to a query: one result type, converted on demand (`.arrow()`, `.pl()`, `.df()`)."""
 
@@ -152,13 +156,12 @@ class Run:
         return public_views()
 
 
-def _arrow_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    """Copy a small Arrow table into the current schema (a registration would be connection-wide)."""
-    con.register("_arrow_input", table)
-    try:
-        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM _arrow_input')
-    finally:
-        con.unregister("_arrow_input")
+def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table, rows: list[tuple] = ()) -> None:
+    """A table of `table`'s columns holding `rows`, in the current schema (an Arrow registration
+    would be connection-wide, and Arrow built from Python values imports pandas)."""
+    con.execute(f'CREATE TABLE "{name}" ({", ".join(f"{_ident(c.name)} {c.sql_type}" for c in table.columns)})')
+    if rows:
+        con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(table.columns))})', rows)
 
 
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:
@@ -201,7 +204,7 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     different versions; without it DuckDB would cast every file to the first one's types); and
     the views are created against the empty stand-ins, which bind at no cost."""
     rows = manifest.get("tables", {})
-    _arrow_table(con, "_run_ranks", run_ranks(manifest))
+    _create_table(con, "_run_ranks", schema.tables()["run_ranks"], run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
     final = {}
     for name, table in schema.stored_tables().items():
@@ -221,7 +224,7 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
             else:
                 src = _parquet_source(files, True)
         else:
-            _arrow_table(con, f"_empty_{name}", table.arrow_schema.empty_table())
+            _create_table(con, f"_empty_{name}", table)
             src = f"_empty_{name}"
         con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
         con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
