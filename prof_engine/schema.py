@@ -53,6 +53,8 @@ class Table:
     # Directory levels of its dataset: (device, step), or (device,) for tables of a few rows per
     # step, whose step stays a column in the files (a file per step would cost more than its rows).
     partition_keys: tuple[str, ...] = PARTITION_KEYS
+    # True: computed when a run is finalised (queries/store/finalize.sql), never staged by importers
+    derived: bool = False
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -88,13 +90,18 @@ def tables() -> dict[str, Table]:
         keys = tuple(raw.get("partition_by", PARTITION_KEYS))
         if not set(keys) <= set(PARTITION_KEYS) or keys[:1] != ("device",):
             raise ValueError(f"{path.name}: partition_by must be [\"device\"] or [\"device\", \"step\"]")
-        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys)
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys, bool(raw.get("derived", False)))
     return out
 
 
 def stored_tables() -> dict[str, Table]:
     """The tables a run holds as hive-partitioned Parquet datasets."""
     return {n: t for n, t in tables().items() if t.stored}
+
+
+def derived_tables() -> dict[str, Table]:
+    """The stored tables finalisation computes from the others (no importer writes them)."""
+    return {n: t for n, t in stored_tables().items() if t.derived}
 
 
 def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:

@@ -3,7 +3,7 @@
 --   or not), free, pipeline bubble, and the preparation before the device started.
 -- matches: torch_npu / MindSpore step_trace_time.csv (columns and definitions, µs);
 --   msprof-analyze cluster_step_trace_time.csv per rank.
--- requires: _overlap, slices, _classify, _units
+-- requires: _overlap, _units
 -- Definitions (torch_npu): each lane is the summed duration of its merged intervals in the step;
 -- Overlapped = Communication − Communication(Not Overlapped); Bubble = time of receive ops;
 -- Stage = step span − Bubble; Communication(Not Overlapped and Exclude Receive) =
@@ -24,18 +24,10 @@
 -- column `Preparing` DOUBLE: from host step start to the device's first activity, µs
 -- column `Start Time(us)` DECIMAL(26,3): step span start on this device, µs since the Unix epoch
 -- column `End Time(us)` DECIMAL(26,3): step span end on this device, µs since the Unix epoch
-WITH lanes AS (
-    SELECT * FROM _overlap_totals
-), bubble AS (
-    SELECT rank, device, step, sum(dur) AS bubble FROM slices WHERE kind = 'comm' AND is_receive(name) GROUP BY ALL
-), host_step AS (
-    SELECT rank, step, min(ts) AS start FROM slices WHERE kind = 'step' GROUP BY ALL
-), t AS (
-    SELECT l.*, coalesce(l.computing, 0) AS c, coalesce(l.comm, 0) AS m, coalesce(l.not_overlapped, 0) AS n,
-           coalesce(l.free, 0) AS f, coalesce(b.bubble, 0) AS b, h.start AS step_start
-    FROM lanes l
-    LEFT JOIN bubble b ON b.rank = l.rank AND b.device = l.device AND b.step IS NOT DISTINCT FROM l.step
-    LEFT JOIN host_step h ON h.rank = l.rank AND h.step = l.step
+WITH t AS (
+    SELECT l.*, coalesce(l.computing, 0) AS c, coalesce(l.communication, 0) AS m, coalesce(l.not_overlapped, 0) AS n,
+           coalesce(l.free, 0) AS f, coalesce(l.bubble, 0) AS b
+    FROM _step_lanes l
 )
 SELECT rank AS "Rank", device AS "Device", step AS "Step", us(c) AS "Computing",
        us(n) AS "Communication(Not Overlapped)", us(m - n) AS "Overlapped", us(m) AS "Communication",

@@ -59,6 +59,9 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
             (0, 2), (1, 2), (2, 2)]
         assert run.manifest["state"] == "complete" and run.manifest["metadata"] == {"k": "v"}
         assert run.manifest["tables"]["slices"] == 9
+        # a step's records may span batches: no stored lanes, step_trace computes them from slices
+        assert "derived_tables" not in run.manifest and run.manifest["tables"]["lane_totals"] == 0
+        assert [r[:3] for r in run.view("step_trace").rows()] == [(0, "host", 0), (0, "host", 1), (0, "host", 2)]
 
 
 def test_a_run_opens_while_recording_and_after_a_kill(tmp_path):

@@ -119,7 +119,7 @@ class ChromeConverter:
     def __init__(self, file_index: int, sink: Sink) -> None:
         self.file_index = file_index
         self.seq = file_index << 40
-        self.tables = {name: _Columns(name, sink) for name in schema.stored_tables()}
+        self.tables = {name: _Columns(name, sink) for name, t in schema.stored_tables().items() if not t.derived}
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
         self.open_begins: dict[tuple[str, str], list[Event]] = {}
         self.counts: dict[str, int] = {}

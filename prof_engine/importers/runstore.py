@@ -68,6 +68,8 @@ def stage_run(path: Path | str, index: int, staging: Path | str) -> SourceFile:
     con = duckdb_connect(staging / f"_spill_{tag}")
     try:
         for table in sorted(schema.stored_tables(), key=lambda t: t != "slices"):  # slices first: the id map
+            if schema.tables()[table].derived:  # finalize computes it again
+                continue
             if not (path / table).is_dir() or not any((path / table).rglob("*.parquet")):
                 continue
             src = (f"read_parquet('{path / table}/**/*.parquet', hive_partitioning = true, union_by_name = true, "

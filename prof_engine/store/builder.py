@@ -40,6 +40,9 @@ from prof_engine.store.partitions import PartitionWriter, hive_types
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (128 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
 FINALIZE_BYTES_PER_RECORD = 32
+# Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
+# the same macros the views use for runs that do not store them).
+FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql")
 
 
 @dataclass
@@ -98,7 +101,9 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
     views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up.
-    Returns the tables that have staged files (`copy_tables`' `only`)."""
+    Returns the tables that have staged files (`copy_tables`' `only`). The derived tables
+    (`schema.derived_tables`) have `final_<table>` views too, which are whole only where every
+    record of a rank was staged together (an import unit, not a batch of a live run)."""
     con.register("_files_arrow", pa.table({
         "file": pa.array([f[0] for f in files], pa.int32()),
         "rank": pa.array([f[1] for f in files], pa.int32()),
@@ -107,6 +112,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
     with_files = set()
     for name, table in schema.stored_tables().items():
+        if table.derived:  # computed by finalize.sql, never staged
+            continue
         staged = sorted(str(p) for p in (Path(staging) / name).glob("*.parquet"))
         if staged:
             with_files.add(name)
@@ -117,6 +124,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
             con.register(f"_empty_{name}", table.arrow_schema.empty_table())
             con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, 0::UBIGINT AS _part, "
                         f"0::BIGINT AS _row FROM _empty_{name}")
+    for name in FINALIZE_MACROS:
+        con.execute((data_dir("queries") / name).read_text())
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 
@@ -217,6 +226,8 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         if threads:
             con.execute(f"SET threads = {max(1, int(threads))}")
         staged = stage_views(con, staging, files)
+        if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
+            staged |= set(schema.derived_tables())
         rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
     except (duckdb.OutOfMemoryException, OSError) as e:
@@ -370,6 +381,7 @@ class RunBuilder:
             "hosts": sorted({s.host for s in sources if s.host}),
             "metadata": metadata or {},
             "skipped": skipped or [],
+            "derived_tables": sorted(schema.derived_tables()),
             **totals.manifest_fields(),
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))

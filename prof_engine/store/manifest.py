@@ -79,3 +79,9 @@ def launch_names_stored(manifest: dict[str, Any]) -> bool:
     on; `slices.launch_name`), so that views need not join them to their launching host ops."""
     major, _, minor = str(manifest.get("schema_version", "")).partition(".")
     return (int(major or 0), int(minor or 0)) >= (1, 2)
+
+
+def derived_tables(manifest: dict[str, Any]) -> set[str]:
+    """The derived tables (`schema.derived_tables`) the run holds whole: every rank's records were
+    finalised together. Live collector runs, finalised batch by batch, hold none."""
+    return set(manifest.get("derived_tables") or ())

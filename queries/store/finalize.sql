@@ -26,9 +26,13 @@
 --      enclosing the API call with its correlation id, else by that API call; it takes the step of
 --      its launcher, falling back to time containment, and its launcher's name (`launch_name`),
 --      input shapes and types (where the source gave it none).
+--   5. The derived table `lane_totals`: the step breakdown's lanes per device and step, by the
+--      macros of queries/_lanes.sql (loaded before this script), from the records as finalised.
+--      Whole only where the staged records are every record of their ranks (an import unit).
 --
--- How (bounded memory): steps 1-4 run on narrow projections of the staged records (ids, times,
--- keys), never on their wide text columns (names, args). They yield the columns that finalisation
+-- How (bounded memory): steps 1-5 run on narrow projections of the staged records (ids, times,
+-- keys), never on their wide text columns (names, args; the launchers' are read once, for the
+-- few distinct (name, shapes, types) they hold). They yield the columns that finalisation
 -- fills in, one row per staged record (`_fill_slices`, `_point_fill`). `final_<table>` pairs each
 -- staged record with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row`
 -- order), so the wide columns are read once, in a stream, and never sorted, hashed or joined.
@@ -37,7 +41,8 @@
 -- does not list are left out of the run.
 CREATE OR REPLACE TEMP VIEW _s AS
 SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid,
-       s.correlation, s.external_id, s.step, s.depth, s.parent_id
+       s.correlation, s.external_id, s.step, s.depth, s.parent_id,
+       s.kind = 'comm' AND is_receive(s.name) AS receive  -- (reads the names only where it is used)
 FROM staging_slices s JOIN files f ON s.rank = f.file;
 
 -- The host's step records define a rank's steps; a GPU trace also has each step as a device range
@@ -92,7 +97,8 @@ DROP TABLE _sweep;
 -- these), `stated_*` as the source gave them; the External id of host ops and the correlation id
 -- of API calls, by which the device pass finds launchers.
 CREATE OR REPLACE TEMP TABLE _host AS
-SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op,
+SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op, r.kind = 'comm' AS is_comm,
+       r.receive,
        r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
        CASE WHEN r.ts < st.end_ns THEN st.step END AS step, n.depth, n.parent_id,
        CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
@@ -119,7 +125,8 @@ WHERE api_correlation IS NOT NULL GROUP BY ALL;
 -- Device records but steps: their launcher (by External id, then by correlation), the
 -- launcher's step, then their own step (a statement each, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
-SELECT d._part, d._row, d.id, d.rank, d.ts, d.step AS stated_step, d.depth, d.parent_id, d.correlation, o.op_id
+SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.ts, d.dur, d.receive, d.step AS stated_step, d.depth,
+       d.parent_id, d.correlation, o.op_id
 FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
 DROP TABLE _op_by_ext;
@@ -138,6 +145,32 @@ CREATE OR REPLACE TEMP TABLE _device AS
 SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
 FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 DROP TABLE _launcher_step;
+
+-- The step breakdown's lanes of this rank (`lane_totals`), from its records as finalised here,
+-- computed by the macros the views use for runs that do not store them (queries/_lanes.sql). The
+-- activity: compute kernels and communication on devices; a rank without device tasks is
+-- analysed on its host (CPU ops and communication ranges), as the views' `_activity` does.
+CREATE OR REPLACE TEMP TABLE _lane_activity AS
+SELECT rank, device, coalesce(stated_step, step) AS step,
+       CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
+FROM _device WHERE kind IN ('kernel', 'comm')
+UNION ALL
+SELECT rank, 'host', coalesce(stated_step, step), CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END,
+       ts, ts + dur
+FROM _host WHERE (is_host_op OR is_comm)
+ AND rank NOT IN (SELECT DISTINCT rank FROM _device WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset'));
+
+CREATE OR REPLACE TEMP VIEW _lane_receives AS
+SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device WHERE receive
+UNION ALL
+SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE receive;
+
+CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _s WHERE kind = 'step';
+
+CREATE OR REPLACE TEMP TABLE _lane_totals AS
+SELECT * FROM step_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity),
+                         '_lane_receives', '_lane_steps');
+DROP TABLE _lane_activity;
 
 -- What a device record takes from its launcher: the name, input shapes and types. The views of
 -- kernels by op (op_statistic, op_summary) then read them from the device record, instead of
@@ -211,6 +244,8 @@ FROM query_table(staging) m POSITIONAL JOIN (SELECT * FROM _point_fill(staging) 
 WHERE CASE WHEN m._part <> f._part OR m._row <> f._row
            THEN error('finalize: point records out of step with their computed columns')
            ELSE f.rank IS NOT NULL END;
+
+CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM _lane_totals;
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');

@@ -1,0 +1,52 @@
+-- view: _lanes
+-- answers: the step breakdown's lanes per rank, device and step, in ns: the lengths of merged
+--   computing and communication, communication not overlapped, free time, receive ops, the span
+--   and the step's start. Macros over tables of intervals, shared by the views (for runs that do
+--   not store them) and by the finalisation of an import (which stores them in `lane_totals`).
+-- requires: _intervals
+
+-- The interval passes partition and sort by one integer key, which DuckDB's windows handle far
+-- faster than a STRUCT with text in it: rank, the device's number in the run's sorted device list
+-- and step (NULL apart from every step) packed into one HUGEINT, exactly; _unpack_key unpacks it.
+CREATE OR REPLACE MACRO _pack_key(rank, device_no, step) AS
+    ((rank::HUGEINT + 2147483648) << 82) + (device_no::HUGEINT << 65)
+    + ((step IS NOT NULL)::INTEGER::HUGEINT << 64) + (coalesce(step, 0)::HUGEINT + 9223372036854775808);
+CREATE OR REPLACE MACRO _unpack_key(key, devices) AS {
+    'rank': ((key >> 82) - 2147483648)::INTEGER,
+    'device': devices[((key >> 65) & 131071)::INTEGER],
+    'step': CASE WHEN (key >> 64) & 1 = 1 THEN ((key & 18446744073709551615) - 9223372036854775808)::BIGINT END};
+
+-- The lanes' lengths and spans without the lanes, from one sorted pass (`interval_totals`) over
+-- `activity` (rank, device, step, type 'Computing' or 'Communication', s, e); `devices` is the
+-- sorted list of its device names. Communication(Not Overlapped) is all activity's union less
+-- computing's (|B − A| = |A ∪ B| − |A|), Free the span less all activity's union. A key has a row
+-- where _overlap has lanes: where its span is longer than 0.
+CREATE OR REPLACE MACRO lane_totals(activity, devices) AS TABLE
+WITH keyed AS (
+    SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
+    FROM query_table(activity)
+), totals AS (
+    SELECT _unpack_key(key, devices) AS key, a_len, b_len, ab_len, first_s, span_s, span_e
+    FROM interval_totals('keyed')
+)
+SELECT key.rank AS rank, key.device AS device, key.step AS step, a_len AS computing, b_len AS communication,
+       ab_len - a_len AS not_overlapped, span_e - span_s - ab_len AS free, first_s AS first_active,
+       span_s AS span_start, span_e AS span_end
+FROM totals WHERE span_e > span_s;
+
+-- What a step breakdown needs beside the lanes: the receive ops' time (`receives`: rank, device,
+-- step, dur) and the step's start (`step_records`: rank, step, ts; the earliest of a rank's
+-- records of a step). The columns of the `lane_totals` table, with its types.
+CREATE OR REPLACE MACRO step_lanes(activity, devices, receives, step_records) AS TABLE
+WITH bubble AS (
+    SELECT rank, device, step, sum(dur) AS bubble FROM query_table(receives) GROUP BY ALL
+), step_start AS (
+    SELECT rank, step, min(ts) AS start FROM query_table(step_records) GROUP BY ALL
+)
+SELECT l.rank::INTEGER AS rank, l.device, l.step, l.computing::BIGINT AS computing,
+       l.communication::BIGINT AS communication, l.not_overlapped::BIGINT AS not_overlapped,
+       l.free::BIGINT AS free, coalesce(b.bubble, 0)::BIGINT AS bubble, l.first_active, l.span_start, l.span_end,
+       h.start AS step_start
+FROM lane_totals(activity, devices) l
+LEFT JOIN bubble b ON b.rank = l.rank AND b.device = l.device AND b.step IS NOT DISTINCT FROM l.step
+LEFT JOIN step_start h ON h.rank = l.rank AND h.step = l.step;

@@ -1,0 +1,83 @@
+"""The step breakdown's lanes are stored at import (`lane_totals`, derived per rank by finalize.sql)
+and `step_trace` reads them; runs without them (older schema, live collector runs) compute the same
+from slices. Both come from the macros of queries/_lanes.sql: here the two paths are compared on
+real and synthetic runs, GPU and NPU, receive ops, records outside every step and CPU-only ranks."""
+
+from __future__ import annotations
+
+import pytest
+
+import prof_engine
+from conftest import fixture_path, write_trace, x
+
+
+def _kernel(name: str, ts: float, dur: float, stream: int = 7, **args) -> dict:
+    return x(name, ts, dur, cat="kernel", pid=0, tid=stream, device=0, stream=stream, **args)
+
+
+def _synthetic_gpu(path):
+    """Two steps of kernels and NCCL kernels (a receive among them: the bubble), overlapping, and
+    device work outside every step."""
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("ProfilerStep#2", 100, 100, cat="user_annotation")]
+    for step, t0 in ((1, 0), (2, 100)):
+        events += [_kernel("gemm", t0 + 10, 30), _kernel("gemm", t0 + 35, 20), _kernel("relu", t0 + 70, 5),
+                   _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 30, 40, stream=40),
+                   _kernel("ncclDevKernel_Recv", t0 + 80, 10, stream=41)]
+    events += [_kernel("late_kernel", 300, 7)]  # after the last step: step NULL
+    return write_trace(path, events)
+
+
+def _synthetic_cpu(path):
+    """A CPU-only trace: host ops are the activity, a gloo range its communication."""
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              x("aten::mm", 5, 40), x("aten::add", 10, 5), x("gloo:all_reduce", 30, 30, cat="user_annotation"),
+              x("aten::relu", 70, 10), x("aten::mm", 150, 10)]
+    return write_trace(path, events)
+
+
+RUNS = {
+    "kineto_nccl_2rank": lambda tmp: [fixture_path("kineto", "hta_sampled_2rank_nccl")],
+    "kineto_rocm": lambda tmp: [fixture_path("kineto", "hta_amd_mi250_rocm")],
+    "torch_npu_text": lambda tmp: [fixture_path("ascend", "torch_npu_2rank_level1_text")],
+    "torch_npu_db": lambda tmp: [fixture_path("ascend", "torch_npu_2rank_level1_db")],
+    "msprof_legacy": lambda tmp: [fixture_path("ascend", "msprof_cann7_2device_timeline_legacy")],
+    "synthetic_gpu": lambda tmp: [_synthetic_gpu(tmp / "gpu.json")],
+    "synthetic_cpu": lambda tmp: [_synthetic_cpu(tmp / "cpu.json")],
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
+def run(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(request.param)
+    with prof_engine.open(prof_engine.import_trace(RUNS[request.param](tmp), tmp / "run")) as r:
+        yield r
+
+
+def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
+    assert run.manifest["derived_tables"] == ["lane_totals"]
+    stored = run.view("step_trace").rows()
+    assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
+    run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS false")  # as for a run without them
+    try:
+        assert run.sql("EXPLAIN SELECT * FROM step_trace").rows()[0][1].count("READ_PARQUET") > 1
+        assert run.view("step_trace").rows() == stored
+    finally:
+        run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS true")
+
+
+def test_step_trace_reads_only_the_stored_lanes(run):
+    plan = run.sql("EXPLAIN SELECT * FROM step_trace").rows()[0][1]
+    assert plan.count("READ_PARQUET") == 1  # computed from slices: four scans (activity, devices, receives, steps)
+
+
+def test_synthetic_lanes_by_hand(tmp_path):
+    """Step 1 of the synthetic GPU trace, µs: computing [10, 55) ∪ [70, 75) = 50; communication
+    [30, 70) ∪ [80, 90) = 50; of it not under computing [55, 70) ∪ [80, 90) = 25; span [10, 90), free
+    80 − |all| (= [10, 75) ∪ [80, 90): 75) = 5; the receive's 10 is the bubble."""
+    with prof_engine.open(prof_engine.import_trace([_synthetic_gpu(tmp_path / "t.json")], tmp_path / "run")) as r:
+        rows = r.sql("SELECT step, computing, communication, not_overlapped, free, bubble, first_active - step_start, "
+                     "span_end - span_start FROM lane_totals ORDER BY step NULLS LAST").rows()
+    us = 1000
+    assert rows == [(1, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
+                    (2, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
+                    (None, 7 * us, 0, 0, 0, 0, None, 7 * us)]
