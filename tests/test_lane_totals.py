@@ -6,9 +6,9 @@ real and synthetic runs, GPU and NPU, receive ops, records outside every step an
 from __future__ import annotations
 
 import pytest
+from conftest import fixture_path, write_trace, x
 
 import prof_engine
-from conftest import fixture_path, write_trace, x
 
 
 def _kernel(name: str, ts: float, dur: float, stream: int = 7, **args) -> dict:
