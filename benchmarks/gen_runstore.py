@@ -308,7 +308,7 @@ SELECT h.id, h.rank::INTEGER AS rank, 'host' AS device, h.step, h.kind, h.name,
        h.depth, h.parent_id,
        -- finalize.sql's expression, so that the writer stores it as it stores an import's
        CASE WHEN h.kind = 'host_op' THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END AS self_dur,
-       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, h.shapes AS input_shapes, h.types AS input_types,
+       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::BIGINT AS wait, h.shapes AS input_shapes, h.types AS input_types,
        CASE WHEN h.kind = 'api'
             THEN printf('{"External id": %d, "cbid": %d, "correlation": %d}', h.ext, cb.cbid, h.id)
             ELSE printf('{"External id": %d, "Record function id": %d}', h.ext, h.ext) END AS args
@@ -317,7 +317,7 @@ UNION ALL
 SELECT d.id, d.rank::INTEGER, 'gpu' || d.rank, d.step, d.kind, d.name,
        CASE d.kind WHEN 'memcpy' THEN 'gpu_memcpy' WHEN 'memset' THEN 'gpu_memset' ELSE 'kernel' END,
        NULL, NULL, d.ts, d.dur, d.rank::VARCHAR, d.stream::VARCHAR, d.stream, d.correlation, d.launch_id,
-       NULL, NULL, NULL, d.launch_id, d.launch_name, d.shapes, d.types,
+       NULL, NULL, NULL, d.launch_id, d.launch_name, d.wait, d.shapes, d.types,
        CASE WHEN d.kind IN ('memcpy', 'memset')
             THEN printf('{"External id": %d, "device": %d, "context": 1, "stream": %d, "correlation": %d, "bytes": %d}',
                         d.launch_id, d.rank, d.stream, d.correlation, 134217728)
@@ -328,7 +328,7 @@ SELECT d.id, d.rank::INTEGER, 'gpu' || d.rank, d.step, d.kind, d.name,
                              || '"Out msg nelems": 67108864, "Group size": $R, "dtype": "BFloat16", "Process Group Name": "0", '
                              || '"Process Group Description": "default_pg", "Process Group Ranks": "$RANKS_TEXT"' ELSE '' END)
             END
-FROM gen_dev d;
+FROM (SELECT *, stream_wait(rank, 0, stream, ts, dur, id) AS wait FROM gen_dev) d;  -- a rank has one GPU
 
 CREATE OR REPLACE TEMP VIEW final_comm AS
 SELECT id AS slice_id, rank::INTEGER AS rank, 'gpu' || rank AS device, step, 'allreduce' AS collective, '0' AS group_name,
@@ -361,7 +361,7 @@ FROM (
 );
 """
 
-STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name")  # what finalize.sql derives (slices)
+STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait")  # what finalize.sql derives (slices)
 FROM_LAUNCHER = ("input_shapes", "input_types")  # what it copies from the launcher into device records
 
 
@@ -397,7 +397,7 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
             "metadata": {"generator": "benchmarks/gen_runstore.py", **dataclasses.asdict(shape), "blocks": params["B"],
                          "device_records_per_step": params["device_records"] // shape.steps},
             "skipped": [],
-            "derived_tables": ["lane_totals"],
+            "derived": ["lane_totals", "slices.wait"],
             **summary,
         }
         write_text(tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))

@@ -33,6 +33,7 @@ class Column:
     description: str
     unit: str = ""
     nullable: bool = False
+    derived: bool = False  # computed across a rank's records when a run is finalised (see `derived`)
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -102,6 +103,13 @@ def stored_tables() -> dict[str, Table]:
 def derived_tables() -> dict[str, Table]:
     """The stored tables finalisation computes from the others (no importer writes them)."""
     return {n: t for n, t in stored_tables().items() if t.derived}
+
+
+def derived() -> list[str]:
+    """What finalisation derives across all records of a rank, so that it is right only where a
+    rank was finalised whole (an import unit, not a live run's batch): the derived tables, and
+    columns as `table.column`. A run's manifest lists those it holds (`derived`)."""
+    return [*derived_tables(), *(f"{n}.{c.name}" for n, t in stored_tables().items() for c in t.columns if c.derived)]
 
 
 def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:

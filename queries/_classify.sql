@@ -8,6 +8,12 @@
 CREATE OR REPLACE MACRO is_receive(name) AS
     name ILIKE 'hcom_receive%' OR regexp_matches(name, '(?i)(ncclDevKernel|ncclKernel)_Recv');
 
+-- Idle time on a device stream before a task: since the latest end of the tasks before it on the
+-- stream (0 where they overlap, and for the first). A window expression: one row per task.
+CREATE OR REPLACE MACRO stream_wait(rank, device, stream, ts, dur, id) AS
+    greatest(ts - max(ts + dur) OVER (PARTITION BY rank, device, stream ORDER BY ts, id
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0);
+
 -- Task type of a device record, in msprof's words where they exist.
 CREATE OR REPLACE MACRO task_type(kind) AS
     CASE kind WHEN 'kernel' THEN 'KERNEL' WHEN 'comm' THEN 'COMMUNICATION' WHEN 'memcpy' THEN 'MEMCPY'

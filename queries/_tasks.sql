@@ -14,22 +14,23 @@ SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.
        coalesce(t.op_type, t.launch_name, l.name, t.name) AS op_type,
        coalesce(t.task_type, task_type(t.kind)) AS task_type,
        coalesce(t.input_shapes, l.input_shapes) AS input_shapes,
-       coalesce(t.input_types, l.input_types) AS input_types
+       coalesce(t.input_types, l.input_types) AS input_types, t.wait AS stored_wait
 FROM slices t
 LEFT JOIN (SELECT id, name, input_shapes, input_types FROM slices WHERE NOT run_launch_names()) l ON l.id = t.launch_id
 WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
 
--- The wait is computed on the tasks' narrow timing columns and joined back by id (ids are unique):
--- a window sorts every column it carries, and the names and shapes are most of a task's bytes.
+-- The stream wait: stored with each task where the run holds it (`run_waits_stored()`, a constant
+-- from the manifest); else computed on the tasks' narrow timing columns and joined back by id (ids
+-- are unique: a window sorts every column it carries, and the names and shapes are most of a
+-- task's bytes). Where it is stored the computing side is empty, and DuckDB folds it away.
+CREATE MACRO IF NOT EXISTS run_waits_stored() AS false;
 CREATE OR REPLACE VIEW _tasks AS
 WITH waits AS (
-    SELECT id,
-           -- idle time on the stream before this task: since the latest end of the tasks before it
-           greatest(ts - max(ts + dur) OVER (PARTITION BY rank, device, stream ORDER BY ts, id
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS wait
-    FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset')
+    SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait
+    FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset') AND NOT run_waits_stored()
 )
-SELECT t.*, w.wait FROM _task_ops t JOIN waits w ON w.id = t.id;
+SELECT t.* EXCLUDE (stored_wait), CASE WHEN run_waits_stored() THEN t.stored_wait ELSE w.wait END AS wait
+FROM _task_ops t LEFT JOIN waits w ON w.id = t.id;
 
 -- Ranks that recorded no device task: their reports fall back to host ops. (The run's ranks come
 -- from its manifest, not from a scan of every host record; a rank without host records adds none.)

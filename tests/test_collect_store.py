@@ -60,7 +60,7 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
         assert run.manifest["state"] == "complete" and run.manifest["metadata"] == {"k": "v"}
         assert run.manifest["tables"]["slices"] == 9
         # a step's records may span batches: no stored lanes, step_trace computes them from slices
-        assert "derived_tables" not in run.manifest and run.manifest["tables"]["lane_totals"] == 0
+        assert "derived" not in run.manifest and run.manifest["tables"]["lane_totals"] == 0
         assert [r[:3] for r in run.view("step_trace").rows()] == [(0, "host", 0), (0, "host", 1), (0, "host", 2)]
 
 
@@ -103,3 +103,27 @@ def test_live_files_are_owner_writable_only(tmp_path):
         os.umask(old)
     for p in (tmp_path / "run").rglob("*"):
         assert not p.stat().st_mode & 0o022, p
+
+
+def test_live_runs_store_no_stream_waits_and_views_compute_them(tmp_path):
+    """A stream's tasks may span batches, so a batch cannot know a task's wait: it is stored NULL
+    and op_summary computes it over the run (here across the two batches)."""
+    live = LiveRun(tmp_path / "run", sources=source(), source_format="collector", manifest_interval_s=0)
+    table = schema.tables()["slices"]
+    for index, kernels in ((2, [(1_000, 500), (2_000, 500)]), (3, [(4_000, 500)])):
+        staging = live.staging_dir()
+        rows = {c: [] for c in table.column_names}
+        for n, (ts, dur) in enumerate(kernels, 1):
+            values = {"id": (index << 40) | n, "rank": index, "device": "gpu0", "kind": "kernel", "name": "k",
+                      "ts": ts, "dur": dur, "stream": 7}
+            for c in table.column_names:
+                rows[c].append(values.get(c))
+        sink = StagingSink(staging)
+        sink("slices", pa.RecordBatch.from_pydict(rows, schema=table.arrow_schema))
+        sink.close()
+        live.publish(staging, [(index, 0, 0)])
+    live.close()
+    with prof_engine.open(tmp_path / "run") as run:
+        assert run.sql("SELECT count(wait) FROM slices").rows() == [(0,)]
+        waits = run.sql('SELECT "Task Wait Time(us)" FROM op_summary ORDER BY "Task Start Time(us)"').rows()
+        assert waits == [(0.0,), (0.5,), (1.5,)]

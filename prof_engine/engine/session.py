@@ -16,7 +16,7 @@ from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar
 from prof_engine.store.manifest import (
     api_levels_in_args,
-    derived_tables,
+    derived,
     launch_names_stored,
     run_ranks,
 )
@@ -253,8 +253,11 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     con.execute(f"CREATE OR REPLACE MACRO run_api_levels() AS {str(api_levels_in_args(manifest)).lower()}")
     # Likewise: device records name their launcher (no join to the host ops) in runs of schema 1.2 on.
     con.execute(f"CREATE OR REPLACE MACRO run_launch_names() AS {str(launch_names_stored(manifest)).lower()}")
-    # And the step breakdown's lanes, stored where every rank was finalised whole (not a live run).
-    con.execute(f"CREATE OR REPLACE MACRO run_lanes_stored() AS {str('lane_totals' in derived_tables(manifest)).lower()}")
+    # And the step breakdown's lanes and stream waits, stored where every rank was finalised whole
+    # (not a live run).
+    held = derived(manifest)
+    con.execute(f"CREATE OR REPLACE MACRO run_lanes_stored() AS {str('lane_totals' in held).lower()}")
+    con.execute(f"CREATE OR REPLACE MACRO run_waits_stored() AS {str('slices.wait' in held).lower()}")
     for view in definitions().values():
         _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files

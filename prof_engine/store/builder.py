@@ -97,13 +97,15 @@ def finalize_memory_limit(staging: Path) -> str:
     return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, FINALIZE_MEMORY[0]), FINALIZE_MEMORY[1]) >> 20}MB"
 
 
-def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]]) -> set[str]:
+def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
+                whole: bool = True) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
     views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up.
-    Returns the tables that have staged files (`copy_tables`' `only`). The derived tables
-    (`schema.derived_tables`) have `final_<table>` views too, which are whole only where every
-    record of a rank was staged together (an import unit, not a batch of a live run)."""
+    Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
+    records are every record of their ranks (an import unit; not a batch of a live run), so what
+    is derived across a rank's records (`schema.derived_tables`, which have `final_<table>` views
+    too, and slices' stream waits) is right; otherwise the waits are left NULL."""
     con.register("_files_arrow", pa.table({
         "file": pa.array([f[0] for f in files], pa.int32()),
         "rank": pa.array([f[1] for f in files], pa.int32()),
@@ -126,6 +128,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
                         f"0::BIGINT AS _row FROM _empty_{name}")
     for name in FINALIZE_MACROS:
         con.execute((data_dir("queries") / name).read_text())
+    con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 
@@ -381,7 +384,7 @@ class RunBuilder:
             "hosts": sorted({s.host for s in sources if s.host}),
             "metadata": metadata or {},
             "skipped": skipped or [],
-            "derived_tables": sorted(schema.derived_tables()),
+            "derived": schema.derived(),
             **totals.manifest_fields(),
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))

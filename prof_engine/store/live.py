@@ -108,7 +108,7 @@ class LiveRun:
         the batch's `final_<table>` views before they go; its result is returned."""
         batch = Path(staging).parent
         con = self._connection()
-        staged = stage_views(con, staging, files)
+        staged = stage_views(con, staging, files, whole=False)  # a rank's steps may span batches
         rows = copy_tables(con, batch / "out", staged)
         result = con.sql(query).to_arrow_table() if query else None
         summary = staged_summary(con)

@@ -81,7 +81,7 @@ def launch_names_stored(manifest: dict[str, Any]) -> bool:
     return (int(major or 0), int(minor or 0)) >= (1, 2)
 
 
-def derived_tables(manifest: dict[str, Any]) -> set[str]:
-    """The derived tables (`schema.derived_tables`) the run holds whole: every rank's records were
-    finalised together. Live collector runs, finalised batch by batch, hold none."""
-    return set(manifest.get("derived_tables") or ())
+def derived(manifest: dict[str, Any]) -> set[str]:
+    """What the run holds of `schema.derived()` (tables, and columns as `table.column`): every
+    rank's records were finalised together. Live collector runs, finalised batch by batch, hold none."""
+    return set(manifest.get("derived") or ())

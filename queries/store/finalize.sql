@@ -9,6 +9,8 @@
 --                    say where a record sits: `_part` (its staging file's position in the list)
 --                    and `_row` (its row in that file); they are the order of a plain scan.
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
+--   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
+--                    import unit), false for a batch of a live run, whose waits stay NULL.
 -- Output: views final_<table>, one per canonical table, with every column filled in, and the
 -- views _summary_devices, _summary_steps and _summary_span for the manifest.
 --
@@ -40,7 +42,7 @@
 -- The staged slices' narrow columns, on the run's rank and clock. Records of a file that `files`
 -- does not list are left out of the run.
 CREATE OR REPLACE TEMP VIEW _s AS
-SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid,
+SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid, s.stream,
        s.correlation, s.external_id, s.step, s.depth, s.parent_id,
        s.kind = 'comm' AND is_receive(s.name) AS receive  -- (reads the names only where it is used)
 FROM staging_slices s JOIN files f ON s.rank = f.file;
@@ -125,7 +127,7 @@ WHERE api_correlation IS NOT NULL GROUP BY ALL;
 -- Device records but steps: their launcher (by External id, then by correlation), the
 -- launcher's step, then their own step (a statement each, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
-SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.ts, d.dur, d.receive, d.step AS stated_step, d.depth,
+SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.receive, d.step AS stated_step, d.depth,
        d.parent_id, d.correlation, o.op_id
 FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
@@ -145,6 +147,11 @@ CREATE OR REPLACE TEMP TABLE _device AS
 SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
 FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 DROP TABLE _launcher_step;
+
+-- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without it).
+CREATE OR REPLACE TEMP TABLE _waits AS
+SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _device
+WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset');
 
 -- The step breakdown's lanes of this rank (`lane_totals`), from its records as finalised here,
 -- computed by the macros the views use for runs that do not store them (queries/_lanes.sql). The
@@ -202,22 +209,24 @@ SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS s
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
        NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::VARCHAR AS launch_shapes,
-       NULL::VARCHAR AS launch_types
+       NULL::VARCHAR AS launch_types, NULL::BIGINT AS wait
 FROM _host h LEFT JOIN _child_time c USING (id)
 UNION ALL
 SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step), d.depth, d.parent_id, NULL, d.launch_id,
-       g.name, g.input_shapes, g.input_types
+       g.name, g.input_shapes, g.input_types, w.wait
 FROM _device d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
+LEFT JOIN _waits w ON w.id = d.id
 UNION ALL
-SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
+SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
 UNION ALL
-SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
 DROP TABLE _host;
 DROP TABLE _child_time;
 DROP TABLE _device;
 DROP TABLE _launcher_sig;
 DROP TABLE _launch_sigs;
+DROP TABLE _waits;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
@@ -225,7 +234,9 @@ SELECT s.* EXCLUDE (_part, _row) REPLACE (
            f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step, f.depth::INTEGER AS depth,
            f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id, f.launch_name AS launch_name,
            coalesce(s.input_shapes, f.launch_shapes) AS input_shapes,
-           coalesce(s.input_types, f.launch_types) AS input_types)
+           coalesce(s.input_types, f.launch_types) AS input_types,
+           -- whole only where the staged records are all of their ranks' (see `finalize_whole`)
+           CASE WHEN finalize_whole() THEN f.wait END AS wait)
 FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
 WHERE CASE WHEN s.id IS DISTINCT FROM f.id THEN error('finalize: slices out of step with their computed columns')
            ELSE f.rank IS NOT NULL END;

@@ -1,7 +1,9 @@
-"""The step breakdown's lanes are stored at import (`lane_totals`, derived per rank by finalize.sql)
-and `step_trace` reads them; runs without them (older schema, live collector runs) compute the same
-from slices. Both come from the macros of queries/_lanes.sql: here the two paths are compared on
-real and synthetic runs, GPU and NPU, receive ops, records outside every step and CPU-only ranks."""
+"""What finalisation derives across a rank's records is stored at import, and views read it: the
+step breakdown's lanes (`lane_totals`, read by `step_trace`) and each device task's stream wait
+(`slices.wait`, read by `op_summary`). Runs without them (older schema, live collector runs)
+compute the same from slices, with the same macros (queries/_lanes.sql, `stream_wait`): here the
+two paths are compared on real and synthetic runs, GPU and NPU, receive ops, records outside every
+step and CPU-only ranks."""
 
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ def run(request, tmp_path_factory):
 
 
 def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
-    assert run.manifest["derived_tables"] == ["lane_totals"]
+    assert run.manifest["derived"] == ["lane_totals", "slices.wait"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
     run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS false")  # as for a run without them
@@ -63,6 +65,19 @@ def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
         assert run.view("step_trace").rows() == stored
     finally:
         run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS true")
+
+
+def test_op_summary_from_stored_waits_equals_the_computed_one(run):
+    query = 'SELECT * FROM op_summary ORDER BY ALL'
+    stored = run.sql(query).rows()
+    assert stored
+    assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _tasks").rows()[0][1]  # the window is folded away
+    run.con.execute("CREATE OR REPLACE MACRO run_waits_stored() AS false")
+    try:
+        assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _tasks").rows()[0][1]
+        assert run.sql(query).rows() == stored
+    finally:
+        run.con.execute("CREATE OR REPLACE MACRO run_waits_stored() AS true")
 
 
 def test_step_trace_reads_only_the_stored_lanes(run):
