@@ -201,6 +201,14 @@ SELECT r.id, g.sig FROM _launcher_rows r JOIN _launch_sigs g
  AND r.input_types IS NOT DISTINCT FROM g.input_types;
 DROP TABLE _launcher_rows;
 
+-- Their values as ENUMs, so that the final sort (by staging position) carries a small integer per
+-- device record instead of its launcher's strings.
+CREATE OR REPLACE TYPE _launch_name_t AS ENUM (SELECT DISTINCT name FROM _launch_sigs WHERE name IS NOT NULL);
+CREATE OR REPLACE TYPE _launch_shapes_t AS ENUM (
+    SELECT DISTINCT input_shapes FROM _launch_sigs WHERE input_shapes IS NOT NULL);
+CREATE OR REPLACE TYPE _launch_types_t AS ENUM (
+    SELECT DISTINCT input_types FROM _launch_sigs WHERE input_types IS NOT NULL);
+
 -- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
 -- so that the final sort reads nothing else (and the tables before it can go).
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
@@ -208,12 +216,12 @@ SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS s
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
-       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::VARCHAR AS launch_shapes,
-       NULL::VARCHAR AS launch_types, NULL::BIGINT AS wait
+       NULL::BIGINT AS launch_id, NULL::_launch_name_t AS launch_name, NULL::_launch_shapes_t AS launch_shapes,
+       NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait
 FROM _host h LEFT JOIN _child_time c USING (id)
 UNION ALL
 SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step), d.depth, d.parent_id, NULL, d.launch_id,
-       g.name, g.input_shapes, g.input_types, w.wait
+       g.name::_launch_name_t, g.input_shapes::_launch_shapes_t, g.input_types::_launch_types_t, w.wait
 FROM _device d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
 LEFT JOIN _waits w ON w.id = d.id
 UNION ALL
@@ -232,9 +240,9 @@ DROP TABLE _waits;
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* EXCLUDE (_part, _row) REPLACE (
            f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step, f.depth::INTEGER AS depth,
-           f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id, f.launch_name AS launch_name,
-           coalesce(s.input_shapes, f.launch_shapes) AS input_shapes,
-           coalesce(s.input_types, f.launch_types) AS input_types,
+           f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id,
+           f.launch_name::VARCHAR AS launch_name, coalesce(s.input_shapes, f.launch_shapes::VARCHAR) AS input_shapes,
+           coalesce(s.input_types, f.launch_types::VARCHAR) AS input_types,
            -- whole only where the staged records are all of their ranks' (see `finalize_whole`)
            CASE WHEN finalize_whole() THEN f.wait END AS wait)
 FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
