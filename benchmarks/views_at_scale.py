@@ -154,10 +154,11 @@ def child(name: str, run: Path, out: Path, export_rows: int) -> None:
 def prepare_run(a: argparse.Namespace) -> Path:
     """The synthetic run for these parameters, generated once into the workdir (in a process of its
     own, so that this one stays small while it starts the measured ones)."""
-    # keyed by the generator and the store's writer and schemas: a run written by an older writer
-    # (another layout, other encodings) would measure that writer's files
+    # keyed by the generator and the store's writer, summary and schemas: a run written by an older
+    # writer (another layout, other encodings, a manifest without what views now read) would
+    # measure that writer's files
     sources = [HERE / "gen_runstore.py", HERE.parent / "prof_engine" / "store" / "partitions.py",
-               *sorted((HERE.parent / "schemas").glob("*.toml"))]
+               HERE.parent / "prof_engine" / "store" / "builder.py", *sorted((HERE.parent / "schemas").glob("*.toml"))]
     version = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:8]
     path = a.workdir / f"runstore_{a.device_records}dev_{a.ranks}r_{a.steps}s_{version}"
     if not (path / "manifest.json").exists():

@@ -34,6 +34,10 @@ FROM _task_ops t LEFT JOIN waits w ON w.id = t.id;
 
 -- Ranks that recorded no device task: their reports fall back to host ops. (The run's ranks come
 -- from its manifest, not from a scan of every host record; a rank without host records adds none.)
+-- `run_host_only_ranks()`, a constant from the manifest, is false where every rank has device
+-- tasks somewhere in the run: then this is empty without a scan, and so are the host-op branches
+-- that read it (overlap's activity would otherwise hash every host op of the run).
+CREATE MACRO IF NOT EXISTS run_host_only_ranks() AS true;
 CREATE OR REPLACE VIEW _host_only_ranks AS
-SELECT rank FROM run_ranks
+SELECT rank FROM run_ranks WHERE run_host_only_ranks()
 EXCEPT SELECT DISTINCT rank FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');

@@ -96,3 +96,30 @@ def test_synthetic_lanes_by_hand(tmp_path):
     assert rows == [(1, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
                     (2, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
                     (None, 7 * us, 0, 0, 0, 0, None, 7 * us)]
+
+
+@pytest.mark.parametrize("view", ["overlap", "op_summary", "communication"])
+def test_views_skip_the_host_fallback_only_where_no_rank_needs_it(run, view):
+    """Where the manifest says every rank has device tasks, the host-op branches are folded away;
+    forcing them back on (as for a manifest that cannot say) changes no row."""
+    from prof_engine.store.manifest import host_only_ranks_possible
+
+    query = f"SELECT * FROM {view} ORDER BY ALL"
+    rows = run.sql(query).rows()
+    run.con.execute("CREATE OR REPLACE MACRO run_host_only_ranks() AS true")
+    try:
+        assert run.sql(query).rows() == rows
+        # and the manifest's answer is the computed one
+        assert host_only_ranks_possible(run.manifest) == bool(run.sql("SELECT * FROM _host_only_ranks").rows())
+    finally:
+        run.con.execute(f"CREATE OR REPLACE MACRO run_host_only_ranks() AS {str(host_only_ranks_possible(run.manifest)).lower()}")
+
+
+def test_a_manifest_without_task_counts_may_have_host_only_ranks():
+    from prof_engine.store.manifest import host_only_ranks_possible
+
+    gpu = {"rank": 0, "device": "gpu0", "records": 5}
+    assert host_only_ranks_possible({"ranks": [0], "devices": [gpu]})  # written before tasks were counted
+    assert not host_only_ranks_possible({"ranks": [0], "devices": [{**gpu, "tasks": 5}]})
+    assert host_only_ranks_possible({"ranks": [0, 1], "devices": [{**gpu, "tasks": 5}]})  # rank 1: none
+    assert host_only_ranks_possible({"ranks": [0], "devices": [{**gpu, "tasks": 0}]})  # device ranges only

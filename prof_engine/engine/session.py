@@ -17,6 +17,7 @@ from prof_engine.store.builder import no_progress_bar
 from prof_engine.store.manifest import (
     api_levels_in_args,
     derived,
+    host_only_ranks_possible,
     launch_names_stored,
     run_ranks,
 )
@@ -258,6 +259,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     held = derived(manifest)
     con.execute(f"CREATE OR REPLACE MACRO run_lanes_stored() AS {str('lane_totals' in held).lower()}")
     con.execute(f"CREATE OR REPLACE MACRO run_waits_stored() AS {str('slices.wait' in held).lower()}")
+    # And whether any rank falls back to host ops: if none, those branches never scan the host ops.
+    con.execute(f"CREATE OR REPLACE MACRO run_host_only_ranks() AS {str(host_only_ranks_possible(manifest)).lower()}")
     for view in definitions().values():
         _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files

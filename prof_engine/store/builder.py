@@ -40,6 +40,7 @@ from prof_engine.store.partitions import PartitionWriter, hive_types
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (128 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
 FINALIZE_BYTES_PER_RECORD = 32
+DEVICE_TASKS = "kind IN ('kernel', 'comm', 'memcpy', 'memset')"  # what a device's `tasks` count in the manifest
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).
 FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql")
@@ -169,7 +170,7 @@ def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     steps = con.execute("SELECT * FROM _summary_steps").fetchall()
     ((start, end),) = con.execute("SELECT * FROM _summary_span").fetchall()
     return {
-        "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
+        "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
         "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
         "start_ns": start,
         "end_ns": end,
@@ -187,14 +188,15 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
     src = f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, hive_types = {hive_types(files)})"
     devices = con.execute(
-        f"SELECT rank, device, count(*) FROM {src} GROUP BY ALL ORDER BY rank, device"
+        f"SELECT rank, device, count(*), count(*) FILTER (WHERE device <> 'host' AND {DEVICE_TASKS}) "
+        f"FROM {src} GROUP BY ALL ORDER BY rank, device"
     ).fetchall()
     steps = con.execute(
         f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
     ).fetchall()
     ((start, end),) = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchall()
     return {
-        "devices": [{"rank": r, "device": d, "records": n} for r, d, n in devices],
+        "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
         "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
         "start_ns": start,
         "end_ns": end,
@@ -254,7 +256,7 @@ class Totals:
 
     def __init__(self) -> None:
         self.rows = dict.fromkeys(schema.stored_tables(), 0)
-        self._devices: dict[tuple[int, str], int] = {}
+        self._devices: dict[tuple[int, str], list[int]] = {}  # records, tasks
         self._steps: dict[tuple[int, int], list[int]] = {}
         self._span: list[int | None] = [None, None]
 
@@ -263,8 +265,9 @@ class Totals:
         for name, n in rows.items():
             self.rows[name] += n
         for d in summary["devices"]:
-            key = (d["rank"], d["device"])
-            self._devices[key] = self._devices.get(key, 0) + d["records"]
+            n = self._devices.setdefault((d["rank"], d["device"]), [0, 0])
+            n[0] += d["records"]
+            n[1] += d["tasks"]
         for st in summary["steps"]:
             span = self._steps.setdefault((st["rank"], st["step"]), [st["start_ns"], st["end_ns"]])
             span[0], span[1] = min(span[0], st["start_ns"]), max(span[1], st["end_ns"])
@@ -276,7 +279,8 @@ class Totals:
         """The manifest's `tables`, `devices`, `steps`, `start_ns` and `end_ns`."""
         return {
             "tables": dict(self.rows),
-            "devices": [{"rank": r, "device": d, "records": n} for (r, d), n in sorted(self._devices.items())],
+            "devices": [{"rank": r, "device": d, "records": n, "tasks": t}
+                        for (r, d), (n, t) in sorted(self._devices.items())],
             "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())],
             "start_ns": self._span[0],
             "end_ns": self._span[1],

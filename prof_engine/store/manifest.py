@@ -81,6 +81,17 @@ def launch_names_stored(manifest: dict[str, Any]) -> bool:
     return (int(major or 0), int(minor or 0)) >= (1, 2)
 
 
+def host_only_ranks_possible(manifest: dict[str, Any]) -> bool:
+    """Whether a rank of the run may have recorded no device task (kernel, comm, memcpy, memset),
+    so that its reports fall back to its host ops. False only where the manifest counts each
+    device's tasks (runs of schema 1.2 on) and every rank has some."""
+    devices = manifest.get("devices") or []
+    if any("tasks" not in d for d in devices):
+        return True
+    with_tasks = {d["rank"] for d in devices if d["tasks"]}
+    return any(r not in with_tasks for r in manifest.get("ranks") or ())
+
+
 def derived(manifest: dict[str, Any]) -> set[str]:
     """What the run holds of `schema.derived()` (tables, and columns as `table.column`): every
     rank's records were finalised together. Live collector runs, finalised batch by batch, hold none."""

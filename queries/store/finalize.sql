@@ -282,7 +282,9 @@ FROM staging_comm c JOIN (
 
 -- For the manifest: slices per device, steps, time span.
 CREATE OR REPLACE TEMP VIEW _summary_devices AS
-SELECT rank, device, count(*) AS records FROM _s GROUP BY ALL ORDER BY rank, device;
+SELECT rank, device, count(*) AS records,
+       count(*) FILTER (WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset')) AS tasks
+FROM _s GROUP BY ALL ORDER BY rank, device;
 CREATE OR REPLACE TEMP VIEW _summary_steps AS
 SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s WHERE kind = 'step' GROUP BY ALL ORDER BY ALL;
 CREATE OR REPLACE TEMP VIEW _summary_span AS SELECT min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s;
