@@ -15,6 +15,10 @@
 
 from __future__ import annotations
 
+from prof_engine import _allocator
+
+_allocator.use_jemalloc()  # before anything imports pyarrow: see prof_engine._allocator
+
 from prof_engine.collect import (
     OpRecord, Profiler, ProfilerAction, ProfilerActivity, ProfilerLevel, export_summaries, mstx, schedule,
 )
