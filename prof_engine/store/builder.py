@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prof_engine import schema
+from prof_engine._allocator import fix_mmap_threshold
 from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
@@ -222,9 +223,10 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     are removed once the tables are written."""
     unit = Path(unit)
     staging = unit / "staging"
-    # Arrow's allocator (mimalloc) keeps what the conversion freed (~50 MB after a 100 MB trace),
-    # which DuckDB would otherwise come on top of.
+    # Arrow's allocator keeps some of what the conversion freed, which DuckDB would otherwise come
+    # on top of; glibc's heaps would keep DuckDB's Arrow results (see `fix_mmap_threshold`).
     pa.default_memory_pool().release_unused()
+    fix_mmap_threshold()
     limit = memory_limit or finalize_memory_limit(staging)
     con = duckdb_connect(unit / "_spill", limit)
     try:
