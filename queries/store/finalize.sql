@@ -43,8 +43,7 @@
 -- does not list are left out of the run.
 CREATE OR REPLACE TEMP VIEW _s AS
 SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid, s.stream,
-       s.correlation, s.external_id, s.step, s.depth, s.parent_id,
-       s.kind = 'comm' AND is_receive(s.name) AS receive  -- (reads the names only where it is used)
+       s.correlation, s.external_id, s.step, s.depth, s.parent_id
 FROM staging_slices s JOIN files f ON s.rank = f.file;
 
 -- The host's step records define a rank's steps; a GPU trace also has each step as a device range
@@ -100,7 +99,6 @@ DROP TABLE _sweep;
 -- of API calls, by which the device pass finds launchers.
 CREATE OR REPLACE TEMP TABLE _host AS
 SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op, r.kind = 'comm' AS is_comm,
-       r.receive,
        r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
        CASE WHEN r.ts < st.end_ns THEN st.step END AS step, n.depth, n.parent_id,
        CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
@@ -127,7 +125,7 @@ WHERE api_correlation IS NOT NULL GROUP BY ALL;
 -- Device records but steps: their launcher (by External id, then by correlation), the
 -- launcher's step, then their own step (a statement each, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
-SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.receive, d.step AS stated_step, d.depth,
+SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.step AS stated_step, d.depth,
        d.parent_id, d.correlation, o.op_id
 FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
@@ -147,6 +145,14 @@ CREATE OR REPLACE TEMP TABLE _device AS
 SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
 FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
 DROP TABLE _launcher_step;
+
+-- The only text finalisation reads before the final pass, in one scan: the names of communication
+-- records (receive ops are the step breakdown's bubble) and the name, input shapes and types of
+-- the records that launched device work.
+CREATE OR REPLACE TEMP TABLE _named AS
+SELECT s.id, s.kind = 'comm' AND is_receive(s.name) AS receive, s.name, s.input_shapes, s.input_types
+FROM staging_slices s
+WHERE s.kind = 'comm' OR s.id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL);
 
 -- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without it).
 CREATE OR REPLACE TEMP TABLE _waits AS
@@ -168,9 +174,10 @@ FROM _host WHERE (is_host_op OR is_comm)
  AND rank NOT IN (SELECT DISTINCT rank FROM _device WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset'));
 
 CREATE OR REPLACE TEMP VIEW _lane_receives AS
-SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device WHERE receive
+SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device
+WHERE id IN (SELECT id FROM _named WHERE receive)
 UNION ALL
-SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE receive;
+SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE id IN (SELECT id FROM _named WHERE receive);
 
 CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _s WHERE kind = 'step';
 
@@ -184,12 +191,10 @@ DROP TABLE _lane_activity;
 -- joining 10 M device records to the host ops. Launchers repeat a few (name, shapes, types), so
 -- each launcher maps to a small number (`_launch_sigs`), and the tables the final join holds
 -- stay narrow whatever the number of launchers.
-CREATE OR REPLACE TEMP TABLE _launcher_ids AS
-SELECT DISTINCT launch_id AS id FROM _device WHERE launch_id IS NOT NULL;
-
 CREATE OR REPLACE TEMP TABLE _launcher_rows AS
-SELECT s.id, s.name, s.input_shapes, s.input_types FROM staging_slices s SEMI JOIN _launcher_ids l ON l.id = s.id;
-DROP TABLE _launcher_ids;
+SELECT n.id, n.name, n.input_shapes, n.input_types FROM _named n
+WHERE n.id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL);
+DROP TABLE _named;
 
 CREATE OR REPLACE TEMP TABLE _launch_sigs AS
 SELECT row_number() OVER () AS sig, name, input_shapes, input_types
