@@ -40,7 +40,7 @@ from prof_engine.store.partitions import PartitionWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
-FINALIZE_BYTES_PER_RECORD = 32
+FINALIZE_BYTES_PER_RECORD = 40
 DEVICE_TASKS = "kind IN ('kernel', 'comm', 'memcpy', 'memset')"  # what a device's `tasks` count in the manifest
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).

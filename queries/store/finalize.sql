@@ -125,7 +125,10 @@ WHERE api_correlation IS NOT NULL GROUP BY ALL;
 -- Device records but steps: their launcher (by External id, then by correlation), the
 -- launcher's step, then their own step (a statement each, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
-SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.step AS stated_step, d.depth,
+SELECT d._part, d._row, d.id, d.rank, d.device, d.stream, d.ts, d.dur, d.step AS stated_step, d.depth,
+       -- the kind as flags (narrower than its text through the joins below)
+       d.kind IN ('kernel', 'comm', 'memcpy', 'memset') AS is_task, d.kind = 'kernel' AS is_kernel,
+       d.kind = 'comm' AS is_comm,
        d.parent_id, d.correlation, o.op_id
 FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
@@ -156,8 +159,7 @@ WHERE s.kind = 'comm' OR s.id IN (SELECT launch_id FROM _device WHERE launch_id 
 
 -- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without it).
 CREATE OR REPLACE TEMP TABLE _waits AS
-SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _device
-WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset');
+SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _device WHERE is_task;
 
 -- The step breakdown's lanes of this rank (`lane_totals`), from its records as finalised here,
 -- computed by the macros the views use for runs that do not store them (queries/_lanes.sql). The
@@ -165,13 +167,13 @@ WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset');
 -- analysed on its host (CPU ops and communication ranges), as the views' `_activity` does.
 CREATE OR REPLACE TEMP TABLE _lane_activity AS
 SELECT rank, device, coalesce(stated_step, step) AS step,
-       CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
-FROM _device WHERE kind IN ('kernel', 'comm')
+       CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
+FROM _device WHERE is_kernel OR is_comm
 UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END,
        ts, ts + dur
 FROM _host WHERE (is_host_op OR is_comm)
- AND rank NOT IN (SELECT DISTINCT rank FROM _device WHERE kind IN ('kernel', 'comm', 'memcpy', 'memset'));
+ AND rank NOT IN (SELECT DISTINCT rank FROM _device WHERE is_task);
 
 CREATE OR REPLACE TEMP VIEW _lane_receives AS
 SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device
@@ -214,6 +216,23 @@ CREATE OR REPLACE TYPE _launch_shapes_t AS ENUM (
 CREATE OR REPLACE TYPE _launch_types_t AS ENUM (
     SELECT DISTINCT input_types FROM _launch_sigs WHERE input_types IS NOT NULL);
 
+-- Device records with what they take from their stream and their launcher (a statement per hash
+-- join, as above: what finalises 1 GB of JSON within 32 B per record).
+CREATE OR REPLACE TEMP TABLE _device_waits AS
+SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step) AS step, d.depth, d.parent_id, d.launch_id,
+       w.wait
+FROM _device d LEFT JOIN _waits w ON w.id = d.id;
+DROP TABLE _device;
+DROP TABLE _waits;
+
+CREATE OR REPLACE TEMP TABLE _device_fill AS
+SELECT d.*, g.name::_launch_name_t AS launch_name, g.input_shapes::_launch_shapes_t AS launch_shapes,
+       g.input_types::_launch_types_t AS launch_types
+FROM _device_waits d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig;
+DROP TABLE _device_waits;
+DROP TABLE _launcher_sig;
+DROP TABLE _launch_sigs;
+
 -- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
 -- so that the final sort reads nothing else (and the tables before it can go).
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
@@ -223,23 +242,18 @@ SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS s
        CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
        NULL::BIGINT AS launch_id, NULL::_launch_name_t AS launch_name, NULL::_launch_shapes_t AS launch_shapes,
        NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait
-FROM _host h LEFT JOIN _child_time c USING (id)
-UNION ALL
-SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step), d.depth, d.parent_id, NULL, d.launch_id,
-       g.name::_launch_name_t, g.input_shapes::_launch_shapes_t, g.input_types::_launch_types_t, w.wait
-FROM _device d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
-LEFT JOIN _waits w ON w.id = d.id
-UNION ALL
+FROM _host h LEFT JOIN _child_time c USING (id);
+DROP TABLE _host;  -- (the parts go in a statement each, each input dropped once in)
+DROP TABLE _child_time;
+INSERT INTO _fill_slices
+SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait
+FROM _device_fill;
+DROP TABLE _device_fill;
+INSERT INTO _fill_slices
 SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
 UNION ALL
 SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
-DROP TABLE _host;
-DROP TABLE _child_time;
-DROP TABLE _device;
-DROP TABLE _launcher_sig;
-DROP TABLE _launch_sigs;
-DROP TABLE _waits;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
