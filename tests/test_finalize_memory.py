@@ -12,7 +12,7 @@ from conftest import write_trace, x
 from prof_engine.store.builder import finalize_memory_limit
 
 
-@pytest.mark.parametrize(("records", "limit"), [(0, "96MB"), (1_000_000, "96MB"), (6_000_000, "183MB"),
+@pytest.mark.parametrize(("records", "limit"), [(0, "96MB"), (1_000_000, "96MB"), (6_000_000, "228MB"),
                                                 (40_000_000, "896MB")])
 def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records, limit):
     for table, n in (("slices", records // 2), ("flows", records - records // 2)):
