@@ -90,8 +90,8 @@ def finalize_memory_limit(staging: Path) -> str:
 
     DuckDB spills what does not fit to its temp directory, so a fixed limit would bound memory at
     any size; but some of its operators (the nesting sweep's window, hash and ASOF joins) need
-    working memory that grows with the rows, and below ~26 B per staged record it fails with an
-    out-of-memory error (1 GB of Kineto JSON, 3.4 M records: fails at 72 MB, passes at 88 MB;
+    working memory that grows with the rows, and below ~24 B per staged record it fails with an
+    out-of-memory error (1 GB of Kineto JSON, 3.4 M records: fails at 72 MB, passes at 80 MB;
     `finalize.sql` drops each intermediate table once read and holds one large hash table per
     statement). So: 40 B per record, at least 96 MB and at most 896 MB (~10 GB of JSON, 34 M
     records: 26 B per record). The floor is what small traces need beside DuckDB's fixed costs (a
