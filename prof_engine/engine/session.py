@@ -249,18 +249,21 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
     """
     final = _register_tables(con, path, manifest, steps)
-    # A constant the views' `api_level` folds away: where no source writes levels, API calls' args
-    # (most of the bytes of 10 M API calls) are not read at all.
-    con.execute(f"CREATE OR REPLACE MACRO run_api_levels() AS {str(api_levels_in_args(manifest)).lower()}")
-    # Likewise: device records name their launcher (no join to the host ops) in runs of schema 1.2 on.
-    con.execute(f"CREATE OR REPLACE MACRO run_launch_names() AS {str(launch_names_stored(manifest)).lower()}")
-    # And the step breakdown's lanes and stream waits, stored where every rank was finalised whole
-    # (not a live run).
+    # Constants from the manifest, which DuckDB folds into the views' plans:
     held = derived(manifest)
-    con.execute(f"CREATE OR REPLACE MACRO run_lanes_stored() AS {str('lane_totals' in held).lower()}")
-    con.execute(f"CREATE OR REPLACE MACRO run_waits_stored() AS {str('slices.wait' in held).lower()}")
-    # And whether any rank falls back to host ops: if none, those branches never scan the host ops.
-    con.execute(f"CREATE OR REPLACE MACRO run_host_only_ranks() AS {str(host_only_ranks_possible(manifest)).lower()}")
+    for macro, value in {
+        # where no source writes CANN levels, API calls' args (most of the bytes of 10 M API
+        # calls) are not read at all (`api_level`)
+        "run_api_levels": api_levels_in_args(manifest),
+        # device records name their launcher (schema 1.2 on): no join to the host ops
+        "run_launch_names": launch_names_stored(manifest),
+        # the step lanes and stream waits are stored where every rank was finalised whole
+        "run_lanes_stored": "lane_totals" in held,
+        "run_waits_stored": "slices.wait" in held,
+        # whether a rank may fall back to host ops: if none, those branches never scan them
+        "run_host_only_ranks": host_only_ranks_possible(manifest),
+    }.items():
+        con.execute(f"CREATE OR REPLACE MACRO {macro}() AS {str(bool(value)).lower()}")
     for view in definitions().values():
         _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files
