@@ -236,7 +236,7 @@ def define(con, shape: Shape) -> dict:
     from prof_engine._resources import data_dir
     from prof_engine.store.builder import FINALIZE_MACROS
 
-    for name in FINALIZE_MACROS:  # step_lanes, as finalize.sql computes lane_totals
+    for name in FINALIZE_MACROS:  # step_lanes and overlap_lanes, as in finalize.sql
         con.execute((data_dir("queries") / name).read_text())
     con.execute(sql)
     return {**p, "device_records": shape.ranks * shape.steps * B * len(prog.dev)}
@@ -337,7 +337,8 @@ SELECT id AS slice_id, rank::INTEGER AS rank, 'gpu' || rank AS device, step, 'al
        NULL::INTEGER AS src_rank, NULL::INTEGER AS dst_rank, NULL::VARCHAR AS transport
 FROM gen_dev WHERE kind = 'comm';
 
--- the step breakdown's lanes, with the macros finalize.sql uses (no receive ops in this job)
+-- the step breakdown's lanes and the lanes' intervals, with the macros finalize.sql uses (no
+-- receive ops in this job)
 CREATE OR REPLACE TEMP VIEW gen_lane_activity AS
 SELECT rank::INTEGER AS rank, 'gpu' || rank AS device, step,
        CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
@@ -348,6 +349,9 @@ CREATE OR REPLACE TEMP VIEW gen_lane_steps AS SELECT rank::INTEGER AS rank, step
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS
 SELECT * FROM step_lanes('gen_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM gen_lane_activity),
                          'gen_lane_receives', 'gen_lane_steps');
+CREATE OR REPLACE TEMP VIEW final_lanes AS
+SELECT rank::INTEGER AS rank, device, step, type, ts, dur
+FROM overlap_lanes('gen_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM gen_lane_activity));
 
 -- ac2g flow endpoints: s on the launching API call, f on the device record (an import files both under device host)
 CREATE OR REPLACE TEMP VIEW final_flows AS
@@ -378,7 +382,7 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
         con = duckdb_connect(tmp / "_spill", memory_limit)
         params = define(con, shape)
         t0 = time.perf_counter()
-        rows = copy_tables(con, tmp, only={"slices", "comm", "flows", "lane_totals"})
+        rows = copy_tables(con, tmp, only={"slices", "comm", "flows", "lane_totals", "lanes"})
         log(f"wrote {sum(rows.values()):,} rows ({rows}) in {time.perf_counter() - t0:.1f} s")
         summary = summarise(con, tmp)
         con.close()
@@ -397,7 +401,7 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
             "metadata": {"generator": "benchmarks/gen_runstore.py", **dataclasses.asdict(shape), "blocks": params["B"],
                          "device_records_per_step": params["device_records"] // shape.steps},
             "skipped": [],
-            "derived": ["lane_totals", "slices.wait"],
+            "derived": schema.derived(),
             **summary,
         }
         write_text(tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
@@ -434,10 +438,10 @@ def verify(shape: Shape = Shape(device_records=2_000, ranks=2, steps=3)) -> list
             (staging / name).mkdir()
             con.execute(f"COPY ({select}) TO '{staging / name / 'x.parquet'}' (FORMAT parquet)")
         con.execute("CREATE SCHEMA gen")
-        for name in ("slices", "flows", "comm", "lane_totals"):
+        for name in ("slices", "flows", "comm", "lane_totals", "lanes"):
             con.execute(f"CREATE TABLE gen.{name} AS SELECT * FROM final_{name}")
         stage_views(con, staging, [(r, r, 0) for r in range(shape.ranks)])
-        for name in ("slices", "flows", "comm", "lane_totals"):
+        for name in ("slices", "flows", "comm", "lane_totals", "lanes"):
             fix = " REPLACE (self_dur::DOUBLE AS self_dur)" if name == "slices" else ""
             for a, b in ((f"gen.{name}", f"final_{name}"), (f"final_{name}", f"gen.{name}")):
                 n = con.execute(f"SELECT count(*) FROM (SELECT *{fix} FROM {a} EXCEPT ALL SELECT *{fix} FROM {b})").fetchone()[0]
@@ -459,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.verify:
         problems = verify()
         print("\n".join(problems) or "generated records = what finalize.sql derives from them (slices, flows, comm, "
-                                     "lane_totals)")
+                                     "lane_totals, lanes)")
         return 1 if problems else 0
     if not a.out:
         ap.error("-o/--out is required (or --verify)")

@@ -154,11 +154,13 @@ def child(name: str, run: Path, out: Path, export_rows: int) -> None:
 def prepare_run(a: argparse.Namespace) -> Path:
     """The synthetic run for these parameters, generated once into the workdir (in a process of its
     own, so that this one stays small while it starts the measured ones)."""
-    # keyed by the generator and the store's writer, summary and schemas: a run written by an older
-    # writer (another layout, other encodings, a manifest without what views now read) would
-    # measure that writer's files
+    # keyed by the generator and the store's writer, summary, schemas and the macros that derive the
+    # stored lanes: a run written by an older writer (another layout, other encodings, a manifest
+    # without what views now read) would measure that writer's files
     sources = [HERE / "gen_runstore.py", HERE.parent / "prof_engine" / "store" / "partitions.py",
-               HERE.parent / "prof_engine" / "store" / "builder.py", *sorted((HERE.parent / "schemas").glob("*.toml"))]
+               HERE.parent / "prof_engine" / "store" / "builder.py", *sorted((HERE.parent / "schemas").glob("*.toml")),
+               *(HERE.parent / "queries" / name for name in ("_classify.sql", "_intervals.sql", "_lanes.sql"))]
+    # (the last: builder.FINALIZE_MACROS, named here so that this process does not load duckdb)
     version = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:8]
     path = a.workdir / f"runstore_{a.device_records}dev_{a.ranks}r_{a.steps}s_{version}"
     if not (path / "manifest.json").exists():

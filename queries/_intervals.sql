@@ -1,75 +1,89 @@
 -- view: _intervals
--- answers: interval algebra over (key, s, e) rows — union, gaps and difference — written once and
+-- answers: interval algebra over (key, b, s, e) rows of two classes of intervals (b false and b
+--   true) — the lanes of their unions, differences and gaps, and their lengths — written once and
 --   used by the overlap analysis. `key` is any grouping value (a STRUCT of rank, device, step, say);
 --   intervals are half-open [s, e) in ns.
 -- requires:
 
--- Island ends: where each key's merged intervals end, and where the next one starts.
--- Algorithm: order a key's intervals by start and keep the running maximum of their ends (the
--- reach); an island ends at an interval whose reach falls short of the next interval's start (a
--- touching start continues it), or at the key's last interval. Intervals with equal starts can come
--- in any order: only the last of them can end an island, and its reach covers them all. One pass.
-CREATE OR REPLACE MACRO _interval_ends(tbl) AS TABLE
-SELECT key, first_s, e, next_s FROM (
-    SELECT key, first_value(s) OVER w AS first_s, max(e) OVER w AS e, lead(s) OVER w AS next_s
-    FROM query_table(tbl) WHERE e > s
-    WINDOW w AS (PARTITION BY key ORDER BY s ROWS UNBOUNDED PRECEDING)
-) WHERE next_s IS NULL OR next_s > e;
+-- A value packed with its key's number as interval_lanes and interval_totals pack them; NULL where
+-- the packed value is the key's number alone (nothing yet) or belongs to an earlier key.
+CREATE OR REPLACE MACRO _interval_unpack(packed, kb) AS
+    CASE WHEN packed > kb THEN (packed - kb - 9223372036854775808)::BIGINT END;
 
--- Union: merge overlapping, nested and touching intervals of each key.
--- Algorithm: an island runs from where the previous island's end said the next one starts (the
--- key's first start for its first island) to its own end.
-CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
-SELECT key, coalesce(lag(next_s) OVER (PARTITION BY key ORDER BY e), first_s) AS s, e FROM _interval_ends(tbl);
-
--- Gaps: the parts of each key's span — from its first start to its last end, empty intervals
--- included — that none of its intervals covers.
--- Algorithm: from each island's end to the next island's start; and where empty intervals stretch
--- the span, from its start to the first island and from the last island to its end (the whole span
--- when no interval is longer than 0).
-CREATE OR REPLACE MACRO interval_gaps(tbl) AS TABLE
-WITH ends AS MATERIALIZED (
-    SELECT * FROM _interval_ends(tbl)
-), span AS (
-    SELECT key, min(s) AS s, max(e) AS e FROM query_table(tbl) GROUP BY key HAVING max(e) > min(s)
-), last AS (
-    SELECT key, first_s, e FROM ends WHERE next_s IS NULL
+-- Lanes: per key, from rows (key, b, s, e) of two classes of intervals — a (b false) and b (b
+-- true) — the intervals of four lanes: 0, the union of the a intervals; 1, the union of the b
+-- intervals; 2, the parts of b's union that a's union does not cover; 3, the gaps of all of them
+-- within the key's span, from its first start to its last end (empty intervals stretch the span).
+-- Unions merge overlapping, nested and touching intervals. Out: (key, lane, s, e).
+-- Algorithm: one sort of all rows by (key, start) and one pass over it (the packed running
+-- maxima of `interval_totals`, below, which stream over the sorted rows instead of sorting a
+-- partition each). Before each row: the reach (running maximum of the ends) of the a, of the b
+-- and of all intervals of the key before it. A row starts an island of its class (a, b, all)
+-- when it is longer than 0 and starts beyond that class's reach (a touching start continues an
+-- island); the island before it ends at that reach. The start of the current island is carried
+-- as a running maximum too, so a start row holds the whole island before it; the key's last
+-- islands end at its final reaches. A gap runs from the reach of all before a start of all to
+-- that start. Lane 2: between two consecutive starts s_i <= s_j of a key every interval that
+-- covers a point of [s_i, s_j) started at or before s_i, so a covers exactly [s_i, reach_a) of
+-- it and b [s_i, reach_b), reaches taken through row i; b less a there is [max(s_i, reach_a),
+-- min(reach_b, s_j)). These pieces are merged where they touch (rarely many: only where
+-- communication runs).
+CREATE OR REPLACE MACRO interval_lanes(tbl) AS TABLE
+WITH keys AS (
+    SELECT key, (row_number() OVER (ORDER BY key))::HUGEINT << 64 AS kb FROM (SELECT DISTINCT key FROM query_table(tbl))
+), ordered AS (
+    SELECT k.kb, t.b, t.s, t.e FROM query_table(tbl) t JOIN keys k ON k.key IS NOT DISTINCT FROM t.key ORDER BY k.kb, t.s
+), reach AS (  -- packed as in interval_totals: number << 64 | value + 2^63; the key's number alone: none yet
+    SELECT kb, b, s, e,
+           max(CASE WHEN NOT b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS ra,
+           max(CASE WHEN b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rb,
+           max(CASE WHEN e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rall
+    FROM ordered
+), before AS (  -- the reaches before each row, and the previous row's start (NULL: none in the key)
+    SELECT kb, b, s, e, _interval_unpack(lag(ra) OVER (), kb) AS a0, _interval_unpack(lag(rb) OVER (), kb) AS b0,
+           _interval_unpack(lag(rall) OVER (), kb) AS all0, _interval_unpack(lag(kb + s + 9223372036854775808) OVER (), kb) AS prev_s
+    FROM reach
+), starts AS (
+    SELECT kb, b, s, e, a0, b0, all0, prev_s,
+           NOT b AND e > s AND (a0 IS NULL OR s > a0) AS a_start, b AND e > s AND (b0 IS NULL OR s > b0) AS b_start,
+           e > s AND (all0 IS NULL OR s > all0) AS all_start
+    FROM before
+), islands AS (  -- on a start row, the start of the island before it (the current one's, carried);
+    -- and the previous row's position, to check the order the passes saw
+    SELECT kb, b, s, e, a_start, b_start, a0, b0, _interval_unpack(lag(sa) OVER (), kb) AS sa0,
+           _interval_unpack(lag(sb) OVER (), kb) AS sb0, lag(kb + s + 9223372036854775808) OVER () AS prev
+    FROM (
+        SELECT *, max(CASE WHEN a_start THEN kb + s + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sa,
+                  max(CASE WHEN b_start THEN kb + s + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sb
+        FROM starts)
+), last AS (  -- per key: its final reaches and last island starts, span, last and first starts
+    SELECT kb, max(e) FILTER (WHERE NOT b AND e > s) AS a1, max(e) FILTER (WHERE b AND e > s) AS b1,
+           max(e) FILTER (WHERE e > s) AS all1, max(s) FILTER (WHERE a_start) AS sa1, max(s) FILTER (WHERE b_start) AS sb1,
+           min(s) AS span_s, max(e) AS span_e, max(s) AS last_s, min(s) FILTER (WHERE e > s) AS first_s,
+           bool_and(prev IS NULL OR prev <= kb + s + 9223372036854775808) AS in_order
+    FROM islands GROUP BY kb
+), pieces AS (  -- b less a between consecutive starts, and after the last one
+    SELECT kb, greatest(prev_s, a0) AS s, least(b0, s) AS e FROM starts  -- (greatest and least skip NULLs)
+    WHERE prev_s IS NOT NULL AND b0 IS NOT NULL AND least(b0, s) > greatest(prev_s, a0)
+    UNION ALL
+    SELECT kb, greatest(last_s, a1), b1 FROM last WHERE b1 > greatest(last_s, a1)
+), merged AS (
+    SELECT kb, s, e, sum(CASE WHEN prev_e IS NULL OR s > prev_e THEN 1 ELSE 0 END)
+               OVER (PARTITION BY kb ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT kb, s, e, lag(e) OVER (PARTITION BY kb ORDER BY s) AS prev_e FROM pieces)
+), lanes AS (
+    SELECT kb, 0 AS lane, sa0 AS s, a0 AS e FROM islands WHERE a_start AND sa0 IS NOT NULL
+    UNION ALL SELECT kb, 0, sa1, a1 FROM last WHERE sa1 IS NOT NULL
+    UNION ALL SELECT kb, 1, sb0, b0 FROM islands WHERE b_start AND sb0 IS NOT NULL
+    UNION ALL SELECT kb, 1, sb1, b1 FROM last WHERE sb1 IS NOT NULL
+    UNION ALL SELECT kb, 2, min(s), max(e) FROM merged GROUP BY kb, island
+    UNION ALL SELECT kb, 3, all0, s FROM starts WHERE all_start AND all0 IS NOT NULL
+    UNION ALL SELECT kb, 3, span_s, coalesce(first_s, span_e) FROM last WHERE coalesce(first_s, span_e) > span_s
+    UNION ALL SELECT kb, 3, all1, span_e FROM last WHERE span_e > all1
 )
-SELECT key, e AS s, next_s AS e FROM ends WHERE next_s IS NOT NULL
-UNION ALL
-SELECT p.key, p.s, coalesce(l.first_s, p.e) FROM span p LEFT JOIN last l ON l.key IS NOT DISTINCT FROM p.key
-WHERE coalesce(l.first_s, p.e) > p.s
-UNION ALL
-SELECT p.key, l.e, p.e FROM span p JOIN last l ON l.key IS NOT DISTINCT FROM p.key WHERE p.e > l.e;
-
--- Difference: the parts of `a`'s intervals covered by no interval of `b`, merged, per key.
--- Algorithm: a sweep. Emit +1/-1 at the starts/ends of a and of b, sum per time point, take the
--- running sums; between two consecutive time points a segment is in the result when the a-count
--- is > 0 and the b-count is 0. Adjacent result segments are then merged (a new island starts
--- where a segment does not begin at the previous one's end).
-CREATE OR REPLACE MACRO interval_subtract(a, b) AS TABLE
-WITH ev AS (
-    SELECT key, s AS t, 1 AS da, 0 AS db FROM query_table(a) WHERE e > s
-    UNION ALL SELECT key, e, -1, 0 FROM query_table(a) WHERE e > s
-    UNION ALL SELECT key, s, 0, 1 FROM query_table(b) WHERE e > s
-    UNION ALL SELECT key, e, 0, -1 FROM query_table(b) WHERE e > s
-), points AS (
-    SELECT key, t, sum(da) AS da, sum(db) AS db FROM ev GROUP BY key, t
-), sweep AS (
-    SELECT key, t AS s, lead(t) OVER w AS e,
-           sum(da) OVER (w ROWS UNBOUNDED PRECEDING) AS in_a,
-           sum(db) OVER (w ROWS UNBOUNDED PRECEDING) AS in_b
-    FROM points WINDOW w AS (PARTITION BY key ORDER BY t)
-), kept AS (
-    SELECT key, s, e, lag(e) OVER (PARTITION BY key ORDER BY s) AS prev_e
-    FROM sweep WHERE in_a > 0 AND in_b = 0 AND e > s
-), islands AS (
-    SELECT key, s, e,
-           sum(CASE WHEN prev_e IS NULL OR s > prev_e THEN 1 ELSE 0 END)
-               OVER (PARTITION BY key ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
-    FROM kept
-)
-SELECT key, min(s) AS s, max(e) AS e FROM islands GROUP BY key, island;
+SELECT k.key, l.lane, l.s, l.e FROM lanes l JOIN keys k USING (kb)
+WHERE CASE WHEN (SELECT bool_and(in_order) FROM last) IS NOT false THEN true
+           ELSE error('interval_lanes: rows reached the running maximum out of order') END;
 
 -- Totals: per key, the lengths of the union of its `a` intervals (b false), of its `b` intervals
 -- (b true) and of all of them, the first start of an interval longer than 0, and the span: the

@@ -1,8 +1,9 @@
 -- view: _lanes
--- answers: the step breakdown's lanes per rank, device and step, in ns: the lengths of merged
---   computing and communication, communication not overlapped, free time, receive ops, the span
---   and the step's start. Macros over tables of intervals, shared by the views (for runs that do
---   not store them) and by the finalisation of an import (which stores them in `lane_totals`).
+-- answers: the Overlap Analysis lanes per rank, device and step, in ns: their intervals, and for
+--   the step breakdown their lengths (merged computing and communication, communication not
+--   overlapped, free time) with receive ops, the span and the step's start. Macros over tables of
+--   intervals, shared by the views (for runs that do not store them) and by the finalisation of
+--   an import (which stores them in `lanes` and `lane_totals`).
 -- requires: _intervals
 
 -- The interval passes partition and sort by one integer key, which DuckDB's windows handle far
@@ -33,6 +34,20 @@ SELECT key.rank AS rank, key.device AS device, key.step AS step, a_len AS comput
        ab_len - a_len AS not_overlapped, span_e - span_s - ab_len AS free, first_s AS first_active,
        span_s AS span_start, span_e AS span_end
 FROM totals WHERE span_e > span_s;
+
+-- The lanes themselves (the `lanes` table's columns): merged computing and communication, the
+-- communication computing does not hide, and the free time of each span, from one sorted pass
+-- (`interval_lanes`) over `activity` as `lane_totals` takes it.
+CREATE OR REPLACE MACRO overlap_lanes(activity, devices) AS TABLE
+WITH keyed AS (
+    SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
+    FROM query_table(activity)
+), lanes AS (
+    SELECT _unpack_key(key, devices) AS key, lane, s, e FROM interval_lanes('keyed')
+)
+SELECT key.rank AS rank, key.device AS device, key.step AS step,
+       ['Computing', 'Communication', 'Communication(Not Overlapped)', 'Free'][lane + 1] AS type, s AS ts, e - s AS dur
+FROM lanes;
 
 -- What a step breakdown needs beside the lanes: the receive ops' time (`receives`: rank, device,
 -- step, dur) and the step's start (`step_records`: rank, step, ts; the earliest of a rank's

@@ -3,7 +3,7 @@
 --   overlapped by computing, and free time — per rank, device and step (`_overlap`, the base of
 --   `overlap` and the timeline), and their lengths alone with what a step breakdown adds
 --   (`_step_lanes`, the base of `step_trace`: the run's `lane_totals`, or computed alike).
--- requires: slices, lane_totals, _intervals, _lanes, _tasks, _classify
+-- requires: slices, lanes, lane_totals, _intervals, _lanes, _tasks, _classify
 --
 -- Activity: on a device, compute kernels are Computing and collective kernels Communication
 -- (memcpy/memset are neither, as in Ascend's Overlap Analysis). A rank with no device records
@@ -19,34 +19,18 @@ SELECT rank, device, step, CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Co
 FROM slices WHERE device = 'host' AND kind IN ('host_op', 'comm') AND rank IN (SELECT rank FROM _host_only_ranks);
 
 -- Lanes: Computing and Communication are the unions of their activity; Communication(Not
--- Overlapped) is merged communication minus merged computing, where only computing that meets
--- communication can hide any (found by an ASOF join: the latest communication island starting
--- before a computing island ends), so the subtraction's sweep sees few intervals; Free is the gaps
--- of all activity within the span from the first to the last activity. The activity is read once.
+-- Overlapped) is merged communication minus merged computing; Free is the gaps of all activity
+-- within the span from the first to the last activity. The run's stored ones where it has them
+-- (`run_overlap_stored()`, a constant from the manifest; DuckDB folds the other branch away), else
+-- computed from slices as finalize computes them at import (`overlap_lanes`, queries/_lanes.sql).
+CREATE MACRO IF NOT EXISTS run_overlap_stored() AS false;
 CREATE OR REPLACE VIEW _overlap AS
-WITH devices AS (
-    SELECT list(DISTINCT device ORDER BY device) AS names FROM slices
-), activity AS MATERIALIZED (
-    SELECT _pack_key(rank, list_position((SELECT names FROM devices), device), step) AS key, type, s, e FROM _activity
-), computing AS (
-    SELECT key, s, e FROM activity WHERE type = 'Computing'
-), communication AS (
-    SELECT key, s, e FROM activity WHERE type = 'Communication'
-), computing_union AS MATERIALIZED (
-    SELECT key, s, e FROM interval_union('computing')
-), communication_union AS MATERIALIZED (
-    SELECT key, s, e FROM interval_union('communication')
-), hiding AS (
-    SELECT c.key, c.s, c.e FROM computing_union c
-    ASOF JOIN communication_union m ON m.key = c.key AND c.e > m.s
-    WHERE m.e > c.s
-), lanes AS (
-    SELECT key, 'Computing' AS type, s, e FROM computing_union
-    UNION ALL SELECT key, 'Communication', s, e FROM communication_union
-    UNION ALL SELECT key, 'Communication(Not Overlapped)', s, e FROM interval_subtract('communication_union', 'hiding')
-    UNION ALL SELECT key, 'Free', s, e FROM interval_gaps('activity')
-)
-SELECT _unpack_key(key, (SELECT names FROM devices)) AS key, type, s, e FROM lanes;
+SELECT {'rank': rank, 'device': device, 'step': step} AS key, type, ts AS s, ts + dur AS e
+FROM lanes WHERE run_overlap_stored()
+UNION ALL
+SELECT {'rank': rank, 'device': device, 'step': step}, type, ts, ts + dur
+FROM overlap_lanes('_activity', (SELECT list(DISTINCT device ORDER BY device) FROM slices))
+WHERE NOT run_overlap_stored();
 
 -- The step breakdown's lanes (the `lane_totals` columns): the run's stored ones where it has them
 -- (`run_lanes_stored()`, a constant from the manifest; DuckDB folds the other branch away), else

@@ -1,6 +1,7 @@
 """What finalisation derives across a rank's records is stored at import, and views read it: the
-step breakdown's lanes (`lane_totals`, read by `step_trace`) and each device task's stream wait
-(`slices.wait`, read by `op_summary`). Runs without them (older schema, live collector runs)
+step breakdown's lanes (`lane_totals`, read by `step_trace`), the Overlap Analysis lanes (`lanes`,
+read by `overlap` and the timeline) and each device task's stream wait (`slices.wait`, read by
+`op_summary`). Runs without them (older schema, live collector runs)
 compute the same from slices, with the same macros (queries/_lanes.sql, `stream_wait`): here the
 two paths are compared on real and synthetic runs, GPU and NPU, receive ops, records outside every
 step and CPU-only ranks."""
@@ -56,7 +57,7 @@ def run(request, tmp_path_factory):
 
 
 def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
-    assert run.manifest["derived"] == ["lane_totals", "slices.wait"]
+    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
     run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS false")  # as for a run without them
@@ -65,6 +66,20 @@ def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
         assert run.view("step_trace").rows() == stored
     finally:
         run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS true")
+
+
+def test_overlap_from_stored_lanes_equals_the_computed_one(run):
+    stored = run.view("overlap").rows()
+    assert stored and run.sql("SELECT count(*) FROM lanes").rows()[0][0] == len(stored)
+    assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]  # nothing computed
+    timeline = run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows()
+    run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS false")  # as for a run without them
+    try:
+        assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]
+        assert run.view("overlap").rows() == stored
+        assert run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows() == timeline
+    finally:
+        run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS true")
 
 
 def test_op_summary_from_stored_waits_equals_the_computed_one(run):

@@ -10,6 +10,7 @@ from prof_engine._resources import data_dir
 from conftest import write_trace, x
 
 BASE = 1_700_000_000_000_000  # µs since the epoch
+UNION_A, UNION_B, B_NOT_A, GAPS = range(4)  # interval_lanes' lanes
 
 
 def _macros() -> duckdb.DuckDBPyConnection:
@@ -40,14 +41,15 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
 )
 def test_interval_union(intervals, expected):
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)")
-    assert _rows(con, "SELECT s, e FROM interval_union('t')") == expected
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals))
+                + ") v(s, e)")
+    assert _rows(con, f"SELECT s, e FROM interval_lanes('t') WHERE lane = {UNION_A}") == expected
 
 
 def test_interval_union_keeps_keys_apart():
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 0, 10), (2, 5, 15), (1, 10, 12)) v(key, s, e)")
-    assert _rows(con, "SELECT key, s, e FROM interval_union('t')") == [(1, 0, 12), (2, 5, 15)]
+    con.execute("CREATE TABLE t AS SELECT key, false AS b, s, e FROM (VALUES (1, 0, 10), (2, 5, 15), (1, 10, 12)) v(key, s, e)")
+    assert _rows(con, f"SELECT key, s, e FROM interval_lanes('t') WHERE lane = {UNION_A}") == [(1, 0, 12), (2, 5, 15)]
 
 
 @pytest.mark.parametrize(
@@ -70,8 +72,9 @@ def test_interval_union_keeps_keys_apart():
 )
 def test_interval_gaps(intervals, expected):
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)")
-    assert _rows(con, "SELECT s, e FROM interval_gaps('t')") == expected
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals))
+                + ") v(s, e)")
+    assert _rows(con, f"SELECT s, e FROM interval_lanes('t') WHERE lane = {GAPS}") == expected
 
 
 # -- an independent reference: the same operations on sets of integer points --------------------------
@@ -99,28 +102,29 @@ def _random_intervals(rng, n: int) -> list[tuple[int, int, int]]:
     return rows + rng.sample(rows, min(3, len(rows)))
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_interval_macros_match_point_sets(seed):
-    """union, gaps and subtract equal the same operations done on sets of integer points."""
+@pytest.mark.parametrize("seed", range(80))
+def test_interval_lanes_match_point_sets(seed):
+    """interval_lanes' four lanes equal the same operations done on sets of integer points, keys kept
+    apart (NULL included): the unions of a and of b, b less a, and the gaps of both in their span."""
     import random
 
     rng = random.Random(seed)
-    a, b = _random_intervals(rng, rng.randint(1, 25)), _random_intervals(rng, rng.randint(0, 25))
+    rows = [(k, False, s, e) for k, s, e in _random_intervals(rng, rng.randint(1, 25))]
+    rows += [(k, True, s, e) for k, s, e in _random_intervals(rng, rng.randint(0, 25))]
+    rows = [(None if k == 3 else k, b, s, e) for k, b, s, e in rows]
+    rng.shuffle(rows)
     con = _macros()
-    for name, rows in (("a", a), ("b", b)):
-        con.execute(f"CREATE TABLE {name} (key INTEGER, s BIGINT, e BIGINT)")
-        if rows:
-            con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
-    for key in (1, 2, 3):
-        ka = [(s, e) for k, s, e in a if k == key]
-        kb = [(s, e) for k, s, e in b if k == key]
-        union = _runs(_points(ka))
-        span = (min(s for s, _ in ka), max(e for _, e in ka)) if ka else (0, 0)
-        gaps = _runs(_points([span]) - _points(ka))
-        diff = _runs(_points(ka) - _points(kb))
-        assert _rows(con, f"SELECT s, e FROM interval_union('a') WHERE key = {key}") == union
-        assert _rows(con, f"SELECT s, e FROM interval_gaps('a') WHERE key = {key}") == gaps
-        assert _rows(con, f"SELECT s, e FROM interval_subtract('a', 'b') WHERE key = {key}") == diff
+    con.execute("CREATE TABLE t (key INTEGER, b BOOLEAN, s BIGINT, e BIGINT)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    got = con.execute("SELECT key, lane, s, e FROM interval_lanes('t')").fetchall()
+    for key in {r[0] for r in rows}:
+        a = [(s, e) for k, b, s, e in rows if k == key and not b]
+        b = [(s, e) for k, b, s, e in rows if k == key and b]
+        span = (min(s for s, _ in a + b), max(e for _, e in a + b))
+        expected = {UNION_A: _runs(_points(a)), UNION_B: _runs(_points(b)), B_NOT_A: _runs(_points(b) - _points(a)),
+                    GAPS: _runs(_points([span]) - _points(a + b))}
+        for lane, want in expected.items():
+            assert sorted((s, e) for k, l, s, e in got if k == key and l == lane) == want, (key, lane)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -168,29 +172,27 @@ def test_interval_totals(rows, expected):
 
 
 @pytest.mark.parametrize(
-    "a, b, expected",
+    "kept, covering, expected",
     [
-        # a [0------------30)  b   [10--20)          → [0,10) [20,30)
+        # kept [0------------30)  covering   [10--20)          → [0,10) [20,30)
         ([(0, 30)], [(10, 20)], [(0, 10), (20, 30)]),
-        # b covers a entirely
+        # covering covers kept entirely
         ([(5, 10)], [(0, 20)], []),
-        # b touches a's ends only
+        # covering touches kept's ends only
         ([(10, 20)], [(0, 10), (20, 30)], [(10, 20)]),
-        # a overlapping itself (two streams) minus a nested b: merged result
+        # kept overlapping itself (two streams) less a nested covering: merged result
         ([(0, 10), (5, 20)], [(8, 9)], [(0, 8), (9, 20)]),
-        # no b at all
+        # nothing covering
         ([(0, 10)], [], [(0, 10)]),
     ],
     ids=["hole", "covered", "touching", "multi-stream", "nothing-to-subtract"],
 )
-def test_interval_subtract(a, b, expected):
+def test_interval_lanes_difference(kept, covering, expected):
+    """Lane 2 is the b intervals less the a intervals: `kept` go in as b, `covering` as a."""
     con = _macros()
-    con.execute("CREATE TABLE a AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, a)) + ") v(s, e)")
-    if b:
-        con.execute("CREATE TABLE b AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, b)) + ") v(s, e)")
-    else:
-        con.execute("CREATE TABLE b (key INTEGER, s INTEGER, e INTEGER)")
-    assert _rows(con, "SELECT s, e FROM interval_subtract('a', 'b')") == expected
+    rows = [(True, s, e) for s, e in kept] + [(False, s, e) for s, e in covering]
+    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, rows)) + ") v(b, s, e)")
+    assert _rows(con, f"SELECT s, e FROM interval_lanes('t') WHERE lane = {B_NOT_A}") == expected
 
 
 def _kernel(name: str, start: float, dur: float, stream: int, **args) -> dict:

@@ -259,6 +259,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
         "run_launch_names": launch_names_stored(manifest),
         # the step lanes and stream waits are stored where every rank was finalised whole
         "run_lanes_stored": "lane_totals" in held,
+        "run_overlap_stored": "lanes" in held,
         "run_waits_stored": "slices.wait" in held,
         # whether a rank may fall back to host ops: if none, those branches never scan them
         "run_host_only_ranks": host_only_ranks_possible(manifest),

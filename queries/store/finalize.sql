@@ -28,8 +28,9 @@
 --      enclosing the API call with its correlation id, else by that API call; it takes the step of
 --      its launcher, falling back to time containment, and its launcher's name (`launch_name`),
 --      input shapes and types (where the source gave it none).
---   5. The derived table `lane_totals`: the step breakdown's lanes per device and step, by the
---      macros of queries/_lanes.sql (loaded before this script), from the records as finalised.
+--   5. The derived tables `lane_totals` and `lanes`: the step breakdown's lane lengths and the
+--      Overlap Analysis lanes per device and step, by the macros of queries/_lanes.sql (loaded
+--      before this script), from the records as finalised.
 --      Whole only where the staged records are every record of their ranks (an import unit).
 --
 -- How (bounded memory): steps 1-5 run on narrow projections of the staged records (ids, times,
@@ -185,6 +186,10 @@ CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _s WHERE k
 CREATE OR REPLACE TEMP TABLE _lane_totals AS
 SELECT * FROM step_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity),
                          '_lane_receives', '_lane_steps');
+
+-- The lanes' intervals (`lanes`), likewise.
+CREATE OR REPLACE TEMP TABLE _lanes AS
+SELECT * FROM overlap_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity));
 DROP TABLE _lane_activity;
 
 -- What a device record takes from its launcher: the name, input shapes and types. The views of
@@ -282,6 +287,7 @@ WHERE CASE WHEN m._part <> f._part OR m._row <> f._row
            ELSE f.rank IS NOT NULL END;
 
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM _lane_totals;
+CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT rank::INTEGER AS rank, device, step, type, ts, dur FROM _lanes;
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');
