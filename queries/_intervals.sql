@@ -1,11 +1,11 @@
 -- view: _intervals
 -- answers: interval algebra over (key, b, s, e) rows of two classes of intervals (b false and b
---   true) — the lanes of their unions, differences and gaps, and their lengths — written once and
+--   true) — the lanes of their unions, difference and gaps — written once and
 --   used by the overlap analysis. `key` is any grouping value (a STRUCT of rank, device, step, say);
 --   intervals are half-open [s, e) in ns.
 -- requires:
 
--- A value packed with its key's number as interval_lanes and interval_totals pack them; NULL where
+-- A value packed with its key's number as interval_lanes packs them; NULL where
 -- the packed value is the key's number alone (nothing yet) or belongs to an earlier key.
 CREATE OR REPLACE MACRO _interval_unpack(packed, kb) AS
     CASE WHEN packed > kb THEN (packed - kb - 9223372036854775808)::BIGINT END;
@@ -15,9 +15,10 @@ CREATE OR REPLACE MACRO _interval_unpack(packed, kb) AS
 -- intervals; 2, the parts of b's union that a's union does not cover; 3, the gaps of all of them
 -- within the key's span, from its first start to its last end (empty intervals stretch the span).
 -- Unions merge overlapping, nested and touching intervals. Out: (key, lane, s, e).
--- Algorithm: one sort of all rows by (key, start) and one pass over it (the packed running
--- maxima of `interval_totals`, below, which stream over the sorted rows instead of sorting a
--- partition each). Before each row: the reach (running maximum of the ends) of the a, of the b
+-- Algorithm: one sort of all rows by (key, start) and one pass over it: running maxima over all
+-- keys at once, each value packed with its key's number above it (`number << 64 | value + 2^63`,
+-- exact), so that a maximum never carries into the next key and the windows stream over the
+-- sorted rows instead of sorting a partition each. Before each row: the reach (running maximum of the ends) of the a, of the b
 -- and of all intervals of the key before it. A row starts an island of its class (a, b, all)
 -- when it is longer than 0 and starts beyond that class's reach (a touching start continues an
 -- island); the island before it ends at that reach. The start of the current island is carried
@@ -33,7 +34,7 @@ WITH keys AS (
     SELECT key, (row_number() OVER (ORDER BY key))::HUGEINT << 64 AS kb FROM (SELECT DISTINCT key FROM query_table(tbl))
 ), ordered AS (
     SELECT k.kb, t.b, t.s, t.e FROM query_table(tbl) t JOIN keys k ON k.key IS NOT DISTINCT FROM t.key ORDER BY k.kb, t.s
-), reach AS (  -- packed as in interval_totals: number << 64 | value + 2^63; the key's number alone: none yet
+), reach AS (  -- packed: number << 64 | value + 2^63; the key's number alone: none yet
     SELECT kb, b, s, e,
            max(CASE WHEN NOT b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS ra,
            max(CASE WHEN b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rb,
@@ -84,42 +85,3 @@ WITH keys AS (
 SELECT k.key, l.lane, l.s, l.e FROM lanes l JOIN keys k USING (kb)
 WHERE CASE WHEN (SELECT bool_and(in_order) FROM last) IS NOT false THEN true
            ELSE error('interval_lanes: rows reached the running maximum out of order') END;
-
--- Totals: per key, the lengths of the union of its `a` intervals (b false), of its `b` intervals
--- (b true) and of all of them, the first start of an interval longer than 0, and the span: the
--- first start and the last end of all of them, empty intervals included. The lengths of the
--- lanes without the lanes themselves (what a step breakdown sums), from one sort.
--- Algorithm: order each key's intervals by start and keep the reach (running maximum of the ends)
--- of the a, and of the b intervals before each; an interval adds to its class's union the part of
--- it beyond that reach, max(0, e - max(s, reach)) (every earlier interval starts no later, so
--- their union meets [s, ∞) exactly in [s, reach)), and to the union of all the part beyond the
--- greater reach. Intervals with equal starts can come in any order. The keys are numbered and
--- each reach is packed with its key's number above it (`number << 64 | end + 2^63`, exact), so
--- one running maximum over all keys in (key, start) order never carries a reach into the next
--- key, and the windows stream over the sorted rows instead of sorting a partition each.
-CREATE OR REPLACE MACRO interval_totals(tbl) AS TABLE
-WITH keys AS (
-    SELECT key, (row_number() OVER (ORDER BY key))::HUGEINT << 64 AS kb FROM (SELECT DISTINCT key FROM query_table(tbl))
-), ordered AS (
-    SELECT k.kb, t.b, t.s, t.e FROM query_table(tbl) t JOIN keys k ON k.key IS NOT DISTINCT FROM t.key ORDER BY k.kb, t.s
-), reach AS (
-    SELECT kb, b, s, e,
-           max(CASE WHEN NOT b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS ra,
-           max(CASE WHEN b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rb
-    FROM ordered
-), before AS (  -- the reaches of the rows before; the previous row's position, to check the order
-    SELECT kb, b, s, e, lag(ra) OVER () AS ra, lag(rb) OVER () AS rb, lag(kb + s) OVER () AS prev FROM reach
-), parts AS (
-    SELECT kb, b, s, e, prev,
-           greatest(e - greatest(s, CASE WHEN ra > kb THEN (ra - kb - 9223372036854775808)::BIGINT ELSE s END), 0) AS new_a,
-           greatest(e - greatest(s, CASE WHEN rb > kb THEN (rb - kb - 9223372036854775808)::BIGINT ELSE s END), 0) AS new_b
-    FROM before
-), totals AS (
-    SELECT kb, sum(CASE WHEN b THEN 0 ELSE new_a END) AS a_len, sum(CASE WHEN b THEN new_b ELSE 0 END) AS b_len,
-           sum(least(new_a, new_b)) AS ab_len, min(s) FILTER (WHERE e > s) AS first_s, min(s) AS span_s,
-           max(e) AS span_e, bool_and(prev IS NULL OR prev <= kb + s) AS in_order
-    FROM parts GROUP BY kb
-)
-SELECT k.key, t.a_len, t.b_len, t.ab_len, t.first_s, t.span_s, t.span_e
-FROM totals t JOIN keys k USING (kb)
-WHERE CASE WHEN t.in_order THEN true ELSE error('interval_totals: rows reached the running maximum out of order') END;

@@ -17,27 +17,10 @@ CREATE OR REPLACE MACRO _unpack_key(key, devices) AS {
     'device': devices[((key >> 65) & 131071)::INTEGER],
     'step': CASE WHEN (key >> 64) & 1 = 1 THEN ((key & 18446744073709551615) - 9223372036854775808)::BIGINT END};
 
--- The lanes' lengths and spans without the lanes, from one sorted pass (`interval_totals`) over
--- `activity` (rank, device, step, type 'Computing' or 'Communication', s, e); `devices` is the
--- sorted list of its device names. Communication(Not Overlapped) is all activity's union less
--- computing's (|B − A| = |A ∪ B| − |A|), Free the span less all activity's union. A key has a row
--- where _overlap has lanes: where its span is longer than 0.
-CREATE OR REPLACE MACRO lane_totals(activity, devices) AS TABLE
-WITH keyed AS (
-    SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
-    FROM query_table(activity)
-), totals AS (
-    SELECT _unpack_key(key, devices) AS key, a_len, b_len, ab_len, first_s, span_s, span_e
-    FROM interval_totals('keyed')
-)
-SELECT key.rank AS rank, key.device AS device, key.step AS step, a_len AS computing, b_len AS communication,
-       ab_len - a_len AS not_overlapped, span_e - span_s - ab_len AS free, first_s AS first_active,
-       span_s AS span_start, span_e AS span_end
-FROM totals WHERE span_e > span_s;
-
--- The lanes themselves (the `lanes` table's columns): merged computing and communication, the
--- communication computing does not hide, and the free time of each span, from one sorted pass
--- (`interval_lanes`) over `activity` as `lane_totals` takes it.
+-- The lanes (the `lanes` table's columns): merged computing and communication, the communication
+-- computing does not hide, and the free time of each span, from one sorted pass (`interval_lanes`)
+-- over `activity` (rank, device, step, type 'Computing' or 'Communication', s, e); `devices` is
+-- the sorted list of its device names. A key has lanes where its span is longer than 0.
 CREATE OR REPLACE MACRO overlap_lanes(activity, devices) AS TABLE
 WITH keyed AS (
     SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
@@ -49,11 +32,23 @@ SELECT key.rank AS rank, key.device AS device, key.step AS step,
        ['Computing', 'Communication', 'Communication(Not Overlapped)', 'Free'][lane + 1] AS type, s AS ts, e - s AS dur
 FROM lanes;
 
--- What a step breakdown needs beside the lanes: the receive ops' time (`receives`: rank, device,
+-- The step breakdown from the lanes (`lanes`: the `lanes` table's columns): per rank, device and
+-- step their lengths (Communication(Not Overlapped) = |computing ∪ communication| − |computing|),
+-- the first activity longer than 0 and the span (the lanes cover it: Free fills what activity
+-- does not, empty intervals included); with the receive ops' time (`receives`: rank, device,
 -- step, dur) and the step's start (`step_records`: rank, step, ts; the earliest of a rank's
 -- records of a step). The columns of the `lane_totals` table, with its types.
-CREATE OR REPLACE MACRO step_lanes(activity, devices, receives, step_records) AS TABLE
-WITH bubble AS (
+CREATE OR REPLACE MACRO step_lanes(lanes, receives, step_records) AS TABLE
+WITH totals AS (
+    SELECT rank, device, step,
+           coalesce(sum(dur) FILTER (WHERE type = 'Computing'), 0) AS computing,
+           coalesce(sum(dur) FILTER (WHERE type = 'Communication'), 0) AS communication,
+           coalesce(sum(dur) FILTER (WHERE type = 'Communication(Not Overlapped)'), 0) AS not_overlapped,
+           coalesce(sum(dur) FILTER (WHERE type = 'Free'), 0) AS free,
+           min(ts) FILTER (WHERE type IN ('Computing', 'Communication')) AS first_active,
+           min(ts) AS span_start, max(ts + dur) AS span_end
+    FROM query_table(lanes) GROUP BY ALL
+), bubble AS (
     SELECT rank, device, step, sum(dur) AS bubble FROM query_table(receives) GROUP BY ALL
 ), step_start AS (
     SELECT rank, step, min(ts) AS start FROM query_table(step_records) GROUP BY ALL
@@ -62,6 +57,6 @@ SELECT l.rank::INTEGER AS rank, l.device, l.step, l.computing::BIGINT AS computi
        l.communication::BIGINT AS communication, l.not_overlapped::BIGINT AS not_overlapped,
        l.free::BIGINT AS free, coalesce(b.bubble, 0)::BIGINT AS bubble, l.first_active, l.span_start, l.span_end,
        h.start AS step_start
-FROM lane_totals(activity, devices) l
+FROM totals l
 LEFT JOIN bubble b ON b.rank = l.rank AND b.device = l.device AND b.step IS NOT DISTINCT FROM l.step
 LEFT JOIN step_start h ON h.rank = l.rank AND h.step = l.step;

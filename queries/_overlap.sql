@@ -24,13 +24,13 @@ FROM slices WHERE device = 'host' AND kind IN ('host_op', 'comm') AND rank IN (S
 -- (`run_overlap_stored()`, a constant from the manifest; DuckDB folds the other branch away), else
 -- computed from slices as finalize computes them at import (`overlap_lanes`, queries/_lanes.sql).
 CREATE MACRO IF NOT EXISTS run_overlap_stored() AS false;
-CREATE OR REPLACE VIEW _overlap AS
-SELECT {'rank': rank, 'device': device, 'step': step} AS key, type, ts AS s, ts + dur AS e
-FROM lanes WHERE run_overlap_stored()
+CREATE OR REPLACE VIEW _lane_intervals AS
+SELECT * FROM lanes WHERE run_overlap_stored()
 UNION ALL
-SELECT {'rank': rank, 'device': device, 'step': step}, type, ts, ts + dur
-FROM overlap_lanes('_activity', (SELECT list(DISTINCT device ORDER BY device) FROM slices))
+SELECT * FROM overlap_lanes('_activity', (SELECT list(DISTINCT device ORDER BY device) FROM slices))
 WHERE NOT run_overlap_stored();
+CREATE OR REPLACE VIEW _overlap AS
+SELECT {'rank': rank, 'device': device, 'step': step} AS key, type, ts AS s, ts + dur AS e FROM _lane_intervals;
 
 -- The step breakdown's lanes (the `lane_totals` columns): the run's stored ones where it has them
 -- (`run_lanes_stored()`, a constant from the manifest; DuckDB folds the other branch away), else
@@ -43,6 +43,5 @@ SELECT rank, step, ts FROM slices WHERE kind = 'step';
 CREATE OR REPLACE VIEW _step_lanes AS
 SELECT * FROM lane_totals WHERE run_lanes_stored()
 UNION ALL
-SELECT * FROM step_lanes('_activity', (SELECT list(DISTINCT device ORDER BY device) FROM slices), '_receives',
-                         '_step_records')
+SELECT * FROM step_lanes('_lane_intervals', '_receives', '_step_records')
 WHERE NOT run_lanes_stored();

@@ -127,28 +127,43 @@ def test_interval_lanes_match_point_sets(seed):
             assert sorted((s, e) for k, l, s, e in got if k == key and l == lane) == want, (key, lane)
 
 
+def _step_totals(rows) -> dict:
+    """`step_lanes` over the lanes of (step, b, s, e) rows of one device, as (|a|, |b|, |a ∪ b|,
+    first start of an interval longer than 0, span start, span end) per step."""
+    con = _macros()
+    con.execute((data_dir("queries") / "_lanes.sql").read_text())
+    con.execute("CREATE TABLE act (rank INTEGER, device VARCHAR, step BIGINT, type VARCHAR, s BIGINT, e BIGINT)")
+    con.executemany("INSERT INTO act VALUES (0, 'gpu0', ?, ?, ?, ?)",
+                    [(k, "Communication" if b else "Computing", s, e) for k, b, s, e in rows])
+    con.execute("CREATE TABLE lanes AS SELECT * FROM overlap_lanes('act', ['gpu0'])")
+    con.execute("CREATE TABLE receives (rank INTEGER, device VARCHAR, step BIGINT, dur BIGINT)")
+    con.execute("CREATE TABLE steps (rank INTEGER, step BIGINT, ts BIGINT)")
+    return {step: (a, b, a + not_overlapped, first, s, e) for step, a, b, not_overlapped, first, s, e in con.execute(
+        "SELECT step, computing, communication, not_overlapped, first_active, span_start, span_end "
+        "FROM step_lanes('lanes', 'receives', 'steps')").fetchall()}
+
+
 @pytest.mark.parametrize("seed", range(60))
-def test_interval_totals_match_point_sets(seed):
-    """interval_totals' lengths and spans equal those of point sets, keys kept apart (NULL included)."""
+def test_step_totals_match_point_sets(seed):
+    """The step breakdown's lengths and spans, summed from the lanes, equal those of point sets,
+    steps kept apart (NULL included)."""
     import random
 
     rng = random.Random(seed)
     rows = [(k, False, s, e) for k, s, e in _random_intervals(rng, rng.randint(1, 30))]
     rows += [(k, True, s, e) for k, s, e in _random_intervals(rng, rng.randint(0, 30))]
-    rows = [(None if k == 3 else k, b, s, e) for k, b, s, e in rows]  # a NULL key is a key too
+    rows = [(None if k == 3 else k, b, s, e) for k, b, s, e in rows]  # NULL: outside every step
     rng.shuffle(rows)
-    con = _macros()
-    con.execute("CREATE TABLE t (key INTEGER, b BOOLEAN, s BIGINT, e BIGINT)")
-    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
-    got = {r[0]: r[1:] for r in con.execute("SELECT * FROM interval_totals('t')").fetchall()}
     expected = {}
     for key in {r[0] for r in rows}:
         a = _points([(s, e) for k, b, s, e in rows if k == key and not b])
         b = _points([(s, e) for k, b, s, e in rows if k == key and b])
         mine = [(s, e) for k, _, s, e in rows if k == key]
         first = min((s for s, e in mine if e > s), default=None)
-        expected[key] = (len(a), len(b), len(a | b), first, min(s for s, _ in mine), max(e for _, e in mine))
-    assert got == expected
+        span = (min(s for s, _ in mine), max(e for _, e in mine))
+        if span[1] > span[0]:  # a step has lanes where its span is longer than 0
+            expected[key] = (len(a), len(b), len(a | b), first, *span)
+    assert _step_totals(rows) == expected
 
 
 @pytest.mark.parametrize(
@@ -165,10 +180,8 @@ def test_interval_totals_match_point_sets(seed):
     ],
     ids=["overlap", "touching-and-empty", "only-empty", "equal-starts"],
 )
-def test_interval_totals(rows, expected):
-    con = _macros()
-    con.execute("CREATE TABLE t AS SELECT 1 AS key, * FROM (VALUES " + ",".join(map(str, rows)) + ") v(b, s, e)")
-    assert con.execute("SELECT * EXCLUDE (key) FROM interval_totals('t')").fetchall() == [expected]
+def test_step_totals(rows, expected):
+    assert _step_totals([(1, b, s, e) for b, s, e in rows]) == {1: expected}
 
 
 @pytest.mark.parametrize(

@@ -183,14 +183,11 @@ SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE id IN (SE
 
 CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _s WHERE kind = 'step';
 
-CREATE OR REPLACE TEMP TABLE _lane_totals AS
-SELECT * FROM step_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity),
-                         '_lane_receives', '_lane_steps');
-
--- The lanes' intervals (`lanes`), likewise.
 CREATE OR REPLACE TEMP TABLE _lanes AS
 SELECT * FROM overlap_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity));
 DROP TABLE _lane_activity;
+
+CREATE OR REPLACE TEMP TABLE _lane_totals AS SELECT * FROM step_lanes('_lanes', '_lane_receives', '_lane_steps');
 
 -- What a device record takes from its launcher: the name, input shapes and types. The views of
 -- kernels by op (op_statistic, op_summary) then read them from the device record, instead of
