@@ -60,12 +60,14 @@ def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
     assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
-    run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS false")  # as for a run without them
+    for stored_macro in ("run_lanes_stored", "run_overlap_stored"):  # as for a run without either
+        run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS false")
     try:
         assert run.sql("EXPLAIN SELECT * FROM step_trace").rows()[0][1].count("READ_PARQUET") > 1
         assert run.view("step_trace").rows() == stored
     finally:
-        run.con.execute("CREATE OR REPLACE MACRO run_lanes_stored() AS true")
+        for stored_macro in ("run_lanes_stored", "run_overlap_stored"):
+            run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS true")
 
 
 def test_overlap_from_stored_lanes_equals_the_computed_one(run):
