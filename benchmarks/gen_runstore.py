@@ -347,8 +347,7 @@ CREATE OR REPLACE TEMP VIEW gen_lane_receives AS
 SELECT 0::INTEGER AS rank, ''::VARCHAR AS device, 0::BIGINT AS step, 0::BIGINT AS dur WHERE false;
 CREATE OR REPLACE TEMP VIEW gen_lane_steps AS SELECT rank::INTEGER AS rank, step, ts FROM gen_steps WHERE kind = 'step';
 CREATE OR REPLACE TEMP TABLE gen_lanes AS
-SELECT rank::INTEGER AS rank, device, step, type, ts, dur
-FROM overlap_lanes('gen_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM gen_lane_activity));
+SELECT * FROM overlap_lanes('gen_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM gen_lane_activity));
 CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM gen_lanes;
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM step_lanes('gen_lanes', 'gen_lane_receives', 'gen_lane_steps');
 

@@ -5,8 +5,9 @@
 --   intervals are half-open [s, e) in ns.
 -- requires:
 
--- A value packed with its key's number as interval_lanes packs them; NULL where
--- the packed value is the key's number alone (nothing yet) or belongs to an earlier key.
+-- A value packed with its key's number `kb` (`number << 64`) above it, exactly; and unpacked: NULL
+-- where the packed value is the key's number alone (nothing yet) or belongs to an earlier key.
+CREATE OR REPLACE MACRO _interval_pack(value, kb) AS kb + value + 9223372036854775808;
 CREATE OR REPLACE MACRO _interval_unpack(packed, kb) AS
     CASE WHEN packed > kb THEN (packed - kb - 9223372036854775808)::BIGINT END;
 
@@ -16,10 +17,10 @@ CREATE OR REPLACE MACRO _interval_unpack(packed, kb) AS
 -- within the key's span, from its first start to its last end (empty intervals stretch the span).
 -- Unions merge overlapping, nested and touching intervals. Out: (key, lane, s, e).
 -- Algorithm: one sort of all rows by (key, start) and one pass over it: running maxima over all
--- keys at once, each value packed with its key's number above it (`number << 64 | value + 2^63`,
--- exact), so that a maximum never carries into the next key and the windows stream over the
--- sorted rows instead of sorting a partition each. Before each row: the reach (running maximum of the ends) of the a, of the b
--- and of all intervals of the key before it. A row starts an island of its class (a, b, all)
+-- keys at once, each value packed with its key's number above it (`_interval_pack`), so that a
+-- maximum never carries into the next key and the windows stream over the sorted rows instead
+-- of sorting a partition each. Before each row: the reach (running maximum of the ends) of the
+-- a, of the b and of all intervals of the key before it. A row starts an island of its class (a, b, all)
 -- when it is longer than 0 and starts beyond that class's reach (a touching start continues an
 -- island); the island before it ends at that reach. The start of the current island is carried
 -- as a running maximum too, so a start row holds the whole island before it; the key's last
@@ -34,15 +35,15 @@ WITH keys AS (
     SELECT key, (row_number() OVER (ORDER BY key))::HUGEINT << 64 AS kb FROM (SELECT DISTINCT key FROM query_table(tbl))
 ), ordered AS (
     SELECT k.kb, t.b, t.s, t.e FROM query_table(tbl) t JOIN keys k ON k.key IS NOT DISTINCT FROM t.key ORDER BY k.kb, t.s
-), reach AS (  -- packed: number << 64 | value + 2^63; the key's number alone: none yet
+), reach AS (  -- packed; the key's number alone: none yet
     SELECT kb, b, s, e,
-           max(CASE WHEN NOT b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS ra,
-           max(CASE WHEN b AND e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rb,
-           max(CASE WHEN e > s THEN kb + e + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rall
+           max(CASE WHEN NOT b AND e > s THEN _interval_pack(e, kb) ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS ra,
+           max(CASE WHEN b AND e > s THEN _interval_pack(e, kb) ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rb,
+           max(CASE WHEN e > s THEN _interval_pack(e, kb) ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS rall
     FROM ordered
 ), before AS (  -- the reaches before each row, and the previous row's start (NULL: none in the key)
     SELECT kb, b, s, e, _interval_unpack(lag(ra) OVER (), kb) AS a0, _interval_unpack(lag(rb) OVER (), kb) AS b0,
-           _interval_unpack(lag(rall) OVER (), kb) AS all0, _interval_unpack(lag(kb + s + 9223372036854775808) OVER (), kb) AS prev_s
+           _interval_unpack(lag(rall) OVER (), kb) AS all0, _interval_unpack(lag(_interval_pack(s, kb)) OVER (), kb) AS prev_s
     FROM reach
 ), starts AS (
     SELECT kb, b, s, e, a0, b0, all0, prev_s,
@@ -52,16 +53,16 @@ WITH keys AS (
 ), islands AS (  -- on a start row, the start of the island before it (the current one's, carried);
     -- and the previous row's position, to check the order the passes saw
     SELECT kb, b, s, e, a_start, b_start, a0, b0, _interval_unpack(lag(sa) OVER (), kb) AS sa0,
-           _interval_unpack(lag(sb) OVER (), kb) AS sb0, lag(kb + s + 9223372036854775808) OVER () AS prev
+           _interval_unpack(lag(sb) OVER (), kb) AS sb0, lag(_interval_pack(s, kb)) OVER () AS prev
     FROM (
-        SELECT *, max(CASE WHEN a_start THEN kb + s + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sa,
-                  max(CASE WHEN b_start THEN kb + s + 9223372036854775808 ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sb
+        SELECT *, max(CASE WHEN a_start THEN _interval_pack(s, kb) ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sa,
+                  max(CASE WHEN b_start THEN _interval_pack(s, kb) ELSE kb END) OVER (ROWS UNBOUNDED PRECEDING) AS sb
         FROM starts)
 ), last AS (  -- per key: its final reaches and last island starts, span, last and first starts
     SELECT kb, max(e) FILTER (WHERE NOT b AND e > s) AS a1, max(e) FILTER (WHERE b AND e > s) AS b1,
            max(e) FILTER (WHERE e > s) AS all1, max(s) FILTER (WHERE a_start) AS sa1, max(s) FILTER (WHERE b_start) AS sb1,
            min(s) AS span_s, max(e) AS span_e, max(s) AS last_s, min(s) FILTER (WHERE e > s) AS first_s,
-           bool_and(prev IS NULL OR prev <= kb + s + 9223372036854775808) AS in_order
+           bool_and(prev IS NULL OR prev <= _interval_pack(s, kb)) AS in_order
     FROM islands GROUP BY kb
 ), pieces AS (  -- b less a between consecutive starts, and after the last one
     SELECT kb, greatest(prev_s, a0) AS s, least(b0, s) AS e FROM starts  -- (greatest and least skip NULLs)

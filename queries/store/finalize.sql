@@ -284,7 +284,7 @@ WHERE CASE WHEN m._part <> f._part OR m._row <> f._row
            ELSE f.rank IS NOT NULL END;
 
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM _lane_totals;
-CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT rank::INTEGER AS rank, device, step, type, ts, dur FROM _lanes;
+CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM _lanes;
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');
