@@ -56,6 +56,10 @@ class Table:
     partition_keys: tuple[str, ...] = PARTITION_KEYS
     # True: computed when a run is finalised (queries/store/finalize.sql), never staged by importers
     derived: bool = False
+    # The order of its rows: rank, the partition keys, then columns within a partition (NULLs last).
+    # A derived table with one is written as one file per rank and partition, its rows in this
+    # order, so that a view reads them in order with no sort (`.sorted` in the manifest's `derived`).
+    sort_by: tuple[str, ...] = ()
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -91,7 +95,12 @@ def tables() -> dict[str, Table]:
         keys = tuple(raw.get("partition_by", PARTITION_KEYS))
         if not set(keys) <= set(PARTITION_KEYS) or keys[:1] != ("device",):
             raise ValueError(f"{path.name}: partition_by must be [\"device\"] or [\"device\", \"step\"]")
-        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys, bool(raw.get("derived", False)))
+        derived = bool(raw.get("derived", False))
+        sort_by = tuple(raw.get("sort_by", ()))
+        if sort_by and (not derived or sort_by[:1 + len(keys)] != ("rank", *keys)
+                        or not set(sort_by) <= {c.name for c in cols}):
+            raise ValueError(f"{path.name}: sort_by must be rank, the partition keys, then columns of a derived table")
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys, derived, sort_by)
     return out
 
 
@@ -107,9 +116,11 @@ def derived_tables() -> dict[str, Table]:
 
 def derived() -> list[str]:
     """What finalisation derives across all records of a rank, so that it is right only where a
-    rank was finalised whole (an import unit, not a live run's batch): the derived tables, and
-    columns as `table.column`. A run's manifest lists those it holds (`derived`)."""
-    return [*derived_tables(), *(f"{n}.{c.name}" for n, t in stored_tables().items() for c in t.columns if c.derived)]
+    rank was finalised whole (an import unit, not a live run's batch): the derived tables, columns
+    as `table.column`, and a derived table stored in its `sort_by` order as `table.sorted`. A run's
+    manifest lists those it holds (`derived`)."""
+    return [*derived_tables(), *(f"{n}.{c.name}" for n, t in stored_tables().items() for c in t.columns if c.derived),
+            *(f"{n}.sorted" for n, t in derived_tables().items() if t.sort_by)]
 
 
 def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:
@@ -142,6 +153,9 @@ def reference_markdown() -> str:
     ]
     for t in tables().values():
         where = "" if t.stored else " Not stored: derived from `manifest.json` when a run is opened."
+        if t.sort_by:
+            where += (f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
+                      f"{' and '.join(t.partition_keys)} (schema 1.4 on).")
         lines += [f"## `{t.name}`", "", t.description + where, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
         for c in t.columns:
             lines.append(f"| `{c.name}` | {c.type} | {c.unit} | {'yes' if c.nullable else ''} | {c.description} |")

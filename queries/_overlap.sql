@@ -1,8 +1,9 @@
 -- view: _overlap
 -- answers: the overlap lanes in ns — merged computing, merged communication, communication not
 --   overlapped by computing, and free time — per rank, device and step (`_overlap`, the base of
---   `overlap` and the timeline), and their lengths alone with what a step breakdown adds
---   (`_step_lanes`, the base of `step_trace`: the run's `lane_totals`, or computed alike).
+--   the timeline, and `_overlap_in_order`, of `overlap`), and their lengths alone with what a
+--   step breakdown adds (`_step_lanes`, the base of `step_trace`: the run's `lane_totals`, or
+--   computed alike).
 -- requires: slices, lanes, lane_totals, _intervals, _lanes, _tasks, _classify
 --
 -- Activity: on a device, compute kernels are Computing and collective kernels Communication
@@ -31,6 +32,18 @@ SELECT * FROM overlap_lanes('_activity', (SELECT list(DISTINCT device ORDER BY d
 WHERE NOT run_overlap_stored();
 CREATE OR REPLACE VIEW _overlap AS
 SELECT {'rank': rank, 'device': device, 'step': step} AS key, type, ts AS s, ts + dur AS e FROM _lane_intervals;
+
+-- The same in overlap's order: by rank, device, step (NULL last), start and lane. Stored lanes of
+-- schema 1.4 on are read in that order (`run_lanes_in_order()`: one file per rank and device, rows
+-- in order, listed in order; DuckDB keeps the order of a scan through WHERE, SELECT and UNION
+-- ALL), which spares sorting every interval (at 10 M device records, 17 M rows: 3.3 s → 1.1 s);
+-- the others are sorted. One branch is folded away.
+CREATE MACRO IF NOT EXISTS run_lanes_in_order() AS false;
+CREATE OR REPLACE VIEW _overlap_in_order AS
+SELECT * FROM _overlap WHERE run_overlap_stored() AND run_lanes_in_order()
+UNION ALL
+(SELECT * FROM _overlap WHERE NOT (run_overlap_stored() AND run_lanes_in_order())
+ ORDER BY key.rank, key.device, key.step NULLS LAST, s, type);  -- integers sort faster than the output's decimals
 
 -- The step breakdown's lanes (the `lane_totals` columns): the run's stored ones where it has them
 -- (`run_lanes_stored()`, a constant from the manifest; DuckDB folds the other branch away), else

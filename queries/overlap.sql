@@ -12,5 +12,4 @@
 -- column `Duration(us)` DOUBLE: duration, µs
 SELECT key.rank AS "Rank", key.device AS "Device", key.step AS "Step", type AS "Type",
        us_ts(s) AS "Start Time(us)", us(e - s) AS "Duration(us)"
-FROM _overlap
-ORDER BY key.rank, key.device, key.step NULLS LAST, s, type  -- the output's order; integers sort faster than decimals
+FROM _overlap_in_order  -- by rank, device, step (NULL last), start and lane

@@ -57,7 +57,7 @@ def run(request, tmp_path_factory):
 
 
 def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
-    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait"]
+    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait", "lanes.sorted"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
     for stored_macro in ("run_lanes_stored", "run_overlap_stored"):  # as for a run without either
@@ -73,12 +73,13 @@ def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
 def test_overlap_from_stored_lanes_equals_the_computed_one(run):
     stored = run.view("overlap").rows()
     assert stored and run.sql("SELECT count(*) FROM lanes").rows()[0][0] == len(stored)
+    assert run.sql("SELECT run_lanes_in_order()").rows() == [(True,)]  # read in order: not sorted
     assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]  # nothing computed
     timeline = run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows()
     run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS false")  # as for a run without them
     try:
         assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]
-        assert run.view("overlap").rows() == stored
+        assert run.view("overlap").rows() == stored  # in the same order, sorted
         assert run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows() == timeline
     finally:
         run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS true")
@@ -140,3 +141,38 @@ def test_a_manifest_without_task_counts_may_have_host_only_ranks():
     assert not host_only_ranks_possible({"ranks": [0], "devices": [{**gpu, "tasks": 5}]})
     assert host_only_ranks_possible({"ranks": [0, 1], "devices": [{**gpu, "tasks": 5}]})  # rank 1: none
     assert host_only_ranks_possible({"ranks": [0], "devices": [{**gpu, "tasks": 0}]})  # device ranges only
+
+
+def test_overlap_sorts_the_lanes_unless_they_are_stored_in_order(tmp_path):
+    """`overlap` reads stored lanes without sorting them only where the manifest says they were
+    written in order (`lanes.sorted`, schema 1.4 on) and their files are one per rank and device;
+    otherwise (lanes of schema 1.3, a device's lanes in several files) it sorts them: the same rows
+    in the same order."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    path = prof_engine.import_trace([_synthetic_gpu(tmp_path / "t.json")], tmp_path / "run")
+    with prof_engine.open(path) as r:
+        expected = r.view("overlap").rows()
+        assert r.sql("SELECT run_lanes_in_order()").rows() == [(True,)]
+    (lanes,) = (path / "lanes").rglob("*.parquet")
+    rows = pq.read_table(lanes)
+    assert rows.num_rows == len(expected) > 4
+    # a device's lanes in two files, the later rows in the one listed first
+    pq.write_table(rows.slice(rows.num_rows // 2), lanes.with_name("part-0.parquet"))
+    pq.write_table(rows.slice(0, rows.num_rows // 2), lanes.with_name("part-1.parquet"))
+    lanes.unlink()
+    with prof_engine.open(path) as r:
+        assert r.sql("SELECT run_lanes_in_order()").rows() == [(False,)]
+        assert r.view("overlap").rows() == expected
+    # one file, in reverse order, as schema 1.3 did not promise any
+    for f in (path / "lanes").rglob("*.parquet"):
+        f.unlink()
+    pq.write_table(rows.take(list(reversed(range(rows.num_rows)))), lanes)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["derived"].remove("lanes.sorted")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with prof_engine.open(path) as r:
+        assert r.sql("SELECT run_lanes_in_order()").rows() == [(False,)]
+        assert r.view("overlap").rows() == expected

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import prof_engine
 from conftest import write_trace, x
 from prof_engine import schema
-from prof_engine.store.partitions import PartitionWriter, partition_dir
+from prof_engine.store.partitions import PartitionWriter, SortedWriter, partition_dir
 
 
 def test_partition_files_hold_the_schema_types(tmp_path):
@@ -76,6 +76,27 @@ def test_large_partition_is_written_in_row_groups(tmp_path):
     (path,) = Path(tmp_path / "t" / "device=host" / "step=1").glob("part-*.parquet")
     meta = pq.read_metadata(path)
     assert meta.num_rows == n and meta.num_row_groups == 3
+
+
+def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
+    """Records sorted by rank, device and id (a stored order, `schema.Table.sort_by`), more than a
+    row group per rank and device: each gets one file, its row groups in arrival order."""
+    rows = [(rank, device, i) for rank in (0, 1, 10) for device in ("gpu0", "gpu/1") for i in range(150_000)]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    table = pa.table({"rank": pa.array([r[0] for r in rows], pa.int32()), "device": [r[1] for r in rows],
+                      "id": pa.array([r[2] for r in rows], pa.int64())})
+    writer = SortedWriter(tmp_path / "t", keys=("device",))
+    for batch in table.to_batches(max_chunksize=16_384):
+        writer.write(batch)
+    assert writer.close() == len(rows)
+    files = sorted((tmp_path / "t").rglob("part-*.parquet"))
+    assert len(files) == 6
+    for f in files:
+        back = pq.read_table(f)
+        ranks, ids = set(back.column("rank").to_pylist()), back.column("id").to_pylist()
+        assert len(ranks) == 1 and ids == list(range(150_000)) and pq.read_metadata(f).num_row_groups == 2
+    assert {(f.parent.name, pq.read_table(f).column("rank")[0].as_py()) for f in files} == {
+        (partition_dir(d, keys=("device",)), r) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")}
 
 
 def _two_step_run(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
@@ -21,7 +22,7 @@ from prof_engine.store.manifest import (
     launch_names_stored,
     run_ranks,
 )
-from prof_engine.store.partitions import hive_types
+from prof_engine.store.partitions import NULL_PARTITION, hive_types
 
 
 def _quote(text: str) -> str:
@@ -194,9 +195,36 @@ def _partition_files(table_dir: Path, steps: list[int] | None) -> list[Path]:
     return files
 
 
-def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> dict[str, str]:
+def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: list[Path]) -> list[Path] | None:
+    """`files` of a table written in its `sort_by` order (`partitions.SortedWriter`: a file per
+    rank and partition, rows in order) listed by rank and partition, so that reading them in turn
+    reads the rows in order; None where they are not one file per rank and partition (the rank
+    from the files' statistics, the partition from their directories)."""
+    if not files:
+        return []
+    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    ranks = dict(con.execute(
+        f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
+        f"FROM parquet_metadata({listing}) WHERE path_in_schema = 'rank' GROUP BY file_name"
+    ).fetchall())
+
+    def key(f: Path) -> tuple:  # rank, then each directory level: device=<escaped>, step=<n>
+        levels = dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1])
+        step = levels.get("step", NULL_PARTITION)
+        return (ranks.get(str(f)), unquote(levels.get("device", "")), step == NULL_PARTITION,
+                0 if step == NULL_PARTITION else int(step))
+
+    keys = {f: key(f) for f in files}
+    if any(k[0] is None for k in keys.values()) or len(set(keys.values())) < len(files):
+        return None
+    return sorted(files, key=keys.__getitem__)
+
+
+def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
+                     steps: list[int] | None) -> tuple[dict[str, str], set[str]]:
     """Create the run's tables as views; return the SELECT each must have once the views of
     `queries/` exist (`attach`): until then a table with files reads an empty table of its types.
+    And the tables whose view reads their rows in their `sort_by` order (`_in_sorted_order`).
 
     Why: DuckDB binds a table's scan again at every reference, and the views reference `slices`
     dozens of times, at CREATE and at each query. With a glob that means listing the directory
@@ -208,11 +236,16 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     rows = manifest.get("tables", {})
     _create_table(con, "_run_ranks", schema.tables()["run_ranks"], run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
-    final = {}
+    final, in_order = {}, set()
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)
         where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
         files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
+        if f"{name}.sorted" in derived(manifest):
+            ordered = _in_sorted_order(con, path / name, files)
+            if ordered is not None:
+                files = ordered
+                in_order.add(name)
         if files:
             uniform, present = _file_columns(con, files)
             # a column added to the schema since the run was written reads as NULL (device and
@@ -230,7 +263,7 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
             src = f"_empty_{name}"
         con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
         con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
-    return final
+    return final, in_order
 
 
 def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
@@ -248,7 +281,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
     """
-    final = _register_tables(con, path, manifest, steps)
+    final, in_order = _register_tables(con, path, manifest, steps)
     # Constants from the manifest, which DuckDB folds into the views' plans:
     held = derived(manifest)
     for macro, value in {
@@ -260,6 +293,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
         # the step lanes and stream waits are stored where every rank was finalised whole
         "run_lanes_stored": "lane_totals" in held,
         "run_overlap_stored": "lanes" in held,
+        # ... and read in overlap's order, which then sorts nothing
+        "run_lanes_in_order": "lanes" in in_order,
         "run_waits_stored": "slices.wait" in held,
         # whether a rank may fall back to host ops: if none, those branches never scan them
         "run_host_only_ranks": host_only_ranks_possible(manifest),

@@ -36,7 +36,7 @@ from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
-from prof_engine.store.partitions import PartitionWriter, hive_types
+from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
@@ -150,9 +150,14 @@ def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | N
                 rows[name] = 0
                 continue
             (Path(target) / name).mkdir(parents=True)
-            writer = PartitionWriter(Path(target) / name, pool, keys=table.partition_keys)
+            query = f"SELECT * FROM final_{name}"
+            if table.sort_by:  # one file per rank and partition, in order (`SortedWriter`)
+                query += " ORDER BY " + ", ".join(f'"{c}" NULLS LAST' for c in table.sort_by)
+                writer = SortedWriter(Path(target) / name, table.partition_keys)
+            else:
+                writer = PartitionWriter(Path(target) / name, pool, keys=table.partition_keys)
             try:
-                for batch in con.sql(f"SELECT * FROM final_{name}").to_arrow_reader(STREAM_ROWS):
+                for batch in con.sql(query).to_arrow_reader(STREAM_ROWS):
                     writer.write(_canonical(batch, table))
             finally:
                 rows[name] = writer.close()

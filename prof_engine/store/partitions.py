@@ -16,6 +16,11 @@ order (mostly time order), which a step filter skips by their statistics. The
 
 A partition whose records come back after its file was written gets a second file: every file
 holds whole records and `part-*.parquet` is the layout's glob, so readers see the same rows.
+
+A table stored in an order (`schema.Table.sort_by`: rank, the partition keys, then columns) is
+written by the `SortedWriter` instead, its batches arriving in that order: one file per rank and
+partition, its rows in arrival order, so that a reader listing the files by rank and partition
+reads the rows in order.
 Partition values are escaped as DuckDB's hive writer escapes them (percent-encoding all but
 `A-Za-z0-9_.-~`), so any reader of hive-partitioned Parquet reads them back.
 """
@@ -148,6 +153,55 @@ class PartitionWriter:
         for future, _ in self._writing:
             future.result()
         self._writing.clear()
+        return self.rows
+
+
+class SortedWriter:
+    """Writes batches of one table that arrive ordered by rank and the partition `keys` under `root`:
+    a file per run of equal (rank, keys), written row group by row group (one file open at a time).
+    `close()` returns the number of records written."""
+
+    def __init__(self, root: Path, keys: tuple[str, ...]) -> None:
+        self.root = Path(root)
+        self.keys = keys
+        self.rows = 0
+        self._key: tuple | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._pieces: list[pa.RecordBatch] = []
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        columns = [batch.column(k) for k in ("rank", *self.keys)]
+        data = batch.drop_columns(list(self.keys))
+        for start, end in _runs(batch, ("rank", *self.keys)):
+            key = tuple(c[start].as_py() for c in columns)
+            if key != self._key:
+                self._close_file()
+                self._key = key
+            self._pieces.append(data.slice(start, end - start))
+            if sum(p.num_rows for p in self._pieces) >= ROW_GROUP_ROWS:
+                rows = pa.Table.from_batches(self._pieces)
+                self._pieces = [b for b in rows.slice(ROW_GROUP_ROWS).to_batches() if b.num_rows]
+                self._write_row_group(rows.slice(0, ROW_GROUP_ROWS))
+        self.rows += batch.num_rows
+
+    def _write_row_group(self, table: pa.Table) -> None:
+        if self._writer is None:
+            directory = self.root / partition_dir(*self._key[1:], keys=self.keys)
+            os.makedirs(directory, exist_ok=True)
+            options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
+            self._writer = pq.ParquetWriter(directory / f"part-{uuid.uuid4()}.parquet", table.schema, **options)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+
+    def _close_file(self) -> None:
+        if self._pieces:
+            self._write_row_group(pa.Table.from_batches(self._pieces))
+            self._pieces = []
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def close(self) -> int:
+        self._close_file()
         return self.rows
 
 
