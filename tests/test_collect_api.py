@@ -66,6 +66,20 @@ def test_config_file_is_honoured(tmp_path, monkeypatch):
         assert run.manifest["sources"][0]["info"]["settings"]["level"] == "Level_none"
 
 
+def test_each_recorded_step_has_a_sample_however_short(tmp_path):
+    """A step shorter than the sampling interval (or one in which the sampling thread got no CPU)
+    gets one sample, taken at its end, inside its window; steps not recorded get none."""
+    with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none", sampling_interval_ms=60_000,
+                              schedule=prof_engine.schedule(wait=1, active=2, repeat=1)) as prof:
+        for _ in range(5):
+            prof.step()
+    with prof_engine.open(tmp_path / "run") as run:
+        assert run.sql("SELECT step, count(DISTINCT ts) FROM counters WHERE series = 'process rss(bytes)' "
+                       "GROUP BY step ORDER BY step").rows() == [(1, 1), (2, 1)]
+        assert run.sql("SELECT count(*) FROM counters c JOIN slices s ON s.kind = 'step' AND s.step = c.step "
+                       "WHERE c.ts NOT BETWEEN s.ts AND s.ts + s.dur").rows() == [(0,)]
+
+
 def test_config_switch_off_makes_the_profiler_a_no_op(tmp_path, monkeypatch, caplog):
     config = tmp_path / "prof.json"
     config.write_text(json.dumps({"switch": "off"}))

@@ -188,7 +188,7 @@ class Profiler:
         """Give the writer the step just ended: its markers and samples (taken before the clock is
         read, so each lies inside the step's window)."""
         events = mstx.take()
-        samples = self._sampler.take() if self._sampler is not None else []
+        samples = self._sampler.take(at_least_one=self._action.records) if self._sampler is not None else []
         now = time.time_ns()
         step = self.step_num if self.settings.schedule is not None else None
         if events or self._action.records:  # an idle step without markers has nothing to write

@@ -1,7 +1,9 @@
 """System sampling: CPU and memory of the machine and of the profiled process, via psutil.
 
 A daemon thread takes a sample every `interval_ms` and appends it to a list that the Profiler
-takes at each step (the same lock-free take as the markers). A sample is
+takes at each step (the same lock-free take as the markers); a recorded step in which the thread
+took none (shorter than the interval, or the thread starved of the CPU) gets one taken at its end,
+so that each recorded step has its CPU and memory. A sample is
 `(time_ns, {series: value})`; `prof_engine.collect.convert` makes `counters` rows of it:
 
 | counter | series |
@@ -60,8 +62,15 @@ class Sampler:
                 log.warning("prof_engine: system sampling stopped: %s", e)
                 return
 
-    def take(self) -> list[tuple[int, dict[str, float]]]:
+    def take(self, at_least_one: bool = False) -> list[tuple[int, dict[str, float]]]:
+        """The samples since the last take; `at_least_one`: if the thread took none (a step shorter
+        than the interval, or a thread starved of the CPU), one taken now."""
         n = len(self.samples)
         taken = self.samples[:n]
         del self.samples[:n]
+        if not taken and at_least_one and not self._stop.is_set():
+            try:
+                taken.append(self.sample())
+            except Exception as e:  # as in the thread: sampling must not end the program
+                log.warning("prof_engine: system sampling failed: %s", e)
         return taken
