@@ -143,3 +143,29 @@ def test_collect_keeps_the_program_exit_status(tmp_path):
     assert done.returncode == 3 and "the program exited with status 3" in done.stderr
     with prof_engine.open(tmp_path / "run") as run:
         assert run.sql("select name, step from marks").rows() == [("about to fail", 0)]
+
+
+@pytest.mark.parametrize("end", ["killed", "closed"])
+def test_a_recorded_step_waits_for_its_torch_cycle(tmp_path, end):
+    """With torch bringing the step records, a recorded step's markers are published with the
+    torch cycle that follows them: a program killed before handing that cycle over leaves the step
+    out (not its markers without their step); one that stops in order publishes them."""
+    import io
+    import pickle
+
+    from prof_engine.collect.convert import StepWindow
+    from prof_engine.collect.mstx import POP, PUSH
+    from prof_engine.collect.writer import Close, Start, StepDone, serve
+    from prof_engine.store import LiveRun, SourceFile
+
+    live = LiveRun(tmp_path / "run", sources=[], source_format="collector")
+    t0 = time.time_ns()
+    items = [Start(live, SourceFile(path="prog", format="collector", rank=0, index=0), own_steps=False, subscribed=False),
+             StepDone(StepWindow(1, t0, t0 + 10**7, True), [(PUSH, t0 + 10**6, 1, "step_body", None, 0),
+                                                           (POP, t0 + 2 * 10**6, 1, None, None, 0)], [])]
+    if end == "closed":
+        items.append(Close())
+    serve(io.BytesIO(b"".join(pickle.dumps(i) for i in items)), io.BytesIO())
+    with prof_engine.open(tmp_path / "run") as r:
+        assert r.manifest["state"] == ("interrupted" if end == "killed" else "complete")
+        assert r.sql("SELECT count(*) FROM slices WHERE name = 'step_body'").rows() == [(0 if end == "killed" else 1,)]

@@ -9,8 +9,9 @@ batch: converted (torch cycles by the Kineto importer `prof-engine import` uses,
 samples by `convert`), published into the live run, its ops sent back on stdout when the program
 subscribed. When it falls behind, batches grow; its queue is bounded, so a program far ahead waits.
 
-If the program dies (kill -9) the writer reads end-of-file: it publishes everything it was handed,
-marks the run `interrupted` and exits. Nothing it does may end the program: a failed batch is
+If the program dies (kill -9) the writer reads end-of-file: it publishes every whole step it was
+handed (a recorded step's markers wait for its torch cycle: see `BatchWriter.write`), marks the
+run `interrupted` and exits. Nothing it does may end the program: a failed batch is
 logged (stderr, shared with the program) and dropped.
 """
 
@@ -99,9 +100,30 @@ class BatchWriter:
         self.keep_traces = start.keep_traces
         self.assembler = Assembler(start.own_steps)
         self._next_file = MARKER_FILE + 1
+        self._held: list[StepDone | TorchCycle] = []
 
-    def write(self, items: list[StepDone | TorchCycle]) -> list[tuple] | None:
-        """Publish one batch; return its ops (as OpRecord tuples) when the program subscribed."""
+    def write(self, items: list[StepDone | TorchCycle], final: bool = False) -> list[tuple] | None:
+        """Publish one batch; return its ops (as OpRecord tuples) when the program subscribed.
+
+        Where torch cycles bring the steps' records (not `own_steps`), a recorded step's markers
+        wait, with whatever comes after them, for the cycle that follows (`held`): published
+        together, a step goes out whole, and the step in flight when the program dies (its cycle
+        never handed over) is left out rather than published as markers without their step.
+        `final`: no cycle is coming (the program stopped in order): publish what waits too."""
+        items, self._held = [*self._held, *items], []
+        if not self.assembler.own_steps and not final:
+            after = max((i + 1 for i, it in enumerate(items) if isinstance(it, TorchCycle)), default=0)
+            wait = next((i for i in range(after, len(items)) if items[i].window.recorded), len(items))
+            items, self._held = items[:wait], items[wait:]
+        if not items:
+            return None
+        return self._publish(items)
+
+    def held_steps(self) -> int:
+        """Recorded steps waiting for their torch cycle."""
+        return sum(1 for it in self._held if isinstance(it, StepDone) and it.window.recorded)
+
+    def _publish(self, items: list[StepDone | TorchCycle]) -> list[tuple] | None:
         staging = self.live.staging_dir()
         sink = StagingSink(staging)
         files = [(MARKER_FILE, self.source.rank, 0)]
@@ -160,6 +182,9 @@ class BatchWriter:
         self.live.manifest["metadata"].update(metadata)
 
     def close(self, metadata: dict[str, Any] | None, interrupted: bool = False) -> None:
+        if interrupted and self.held_steps():
+            log.info("prof_engine: the program died before handing over the torch records of %d step(s): "
+                     "they are left out", self.held_steps())
         left = self.assembler.open_ranges()
         if left and not interrupted:
             log.info("prof_engine: %d marker range(s) still open at stop were left out", left)
@@ -207,8 +232,8 @@ def serve(stream: BinaryIO, ops_out: BinaryIO) -> None:
         work = [i for i in batch if isinstance(i, (StepDone, TorchCycle))]
         for meta in (i for i in batch if isinstance(i, dict)):
             writer.metadata(meta)
-        if work:
-            _guarded(lambda: _send(ops_out, writer.write(work)))
+        if work or isinstance(batch[-1], Close):
+            _guarded(lambda: _send(ops_out, writer.write(work, final=isinstance(batch[-1], Close))))
         if batch[-1] is None or isinstance(batch[-1], Close):
             end = batch[-1]
             _guarded(lambda: writer.close(end.metadata if end else None, interrupted=end is None))
