@@ -9,6 +9,9 @@ Contenders (each in its own Python process, so peak RSS is that contender's alon
 
 * prof-engine  `prof_engine.import_trace([trace], out, force=True)`: the full import, i.e. streaming
                decode, conversion, staging Parquet, DuckDB step/nesting/link pass, final run store.
+* prof-engine CLI  `prof-engine import TRACE -o OUT --force` (its typer app, in the child): the same
+               import, in a process that is prof-engine's own, where pyarrow is kept from importing
+               pandas (`prof_engine._no_pandas`), plus the summary line it prints.
 * orjson       `orjson.loads(open(trace, 'rb').read())`: parse only, everything as Python objects.
 * json         `json.load(f)` from the standard library: parse only.
 * duckdb       `read_json` of `traceEvents` with the core fields typed (args kept as JSON), unnested
@@ -52,7 +55,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DUCKDB_COLUMNS = ("{traceEvents: 'STRUCT(ph VARCHAR, cat VARCHAR, name VARCHAR, pid JSON, tid JSON, "
                   "ts DOUBLE, dur DOUBLE, args JSON)[]'}")
-NAMES = ("prof-engine", "orjson", "json", "duckdb", "hta")
+NAMES = ("prof-engine", "prof-engine CLI", "orjson", "json", "duckdb", "hta")
 
 
 # -- contenders: run inside the child process ------------------------------------------------------
@@ -68,6 +71,14 @@ def run_prof_engine(trace: Path, out: Path) -> dict:
 
     run = prof_engine.import_trace([trace], out, force=True)
     manifest = json.loads((run / "manifest.json").read_text())
+    return {"events": sum(s["events"] for s in manifest["sources"]), "rows": sum(manifest["tables"].values())}
+
+
+def run_prof_engine_cli(trace: Path, out: Path) -> dict:
+    from prof_engine.cli import app
+
+    app(["import", str(trace), "-o", str(out), "--force"], standalone_mode=False)
+    manifest = json.loads((out / "manifest.json").read_text())
     return {"events": sum(s["events"] for s in manifest["sources"]), "rows": sum(manifest["tables"].values())}
 
 
@@ -146,6 +157,7 @@ def hta_report(analyzer) -> dict:
 
 CONTENDERS = {
     "prof-engine": (["prof_engine"], run_prof_engine),
+    "prof-engine CLI": (["prof_engine.cli"], run_prof_engine_cli),
     "orjson": (["orjson"], run_orjson),
     "json": ([], run_json),
     "duckdb": (["duckdb"], run_duckdb),
@@ -283,7 +295,7 @@ def func_name(func: tuple[str, int, str]) -> str:
 def run_child(name: str, trace: Path, runs: Path, extra: list[str] | None = None, python: str | None = None) -> dict:
     """Run one contender in a fresh interpreter (`python`, default this one); its JSON line (or an
     error) plus process wall time."""
-    out = runs / f"run-{name}"
+    out = runs / f"run-{name.replace(' ', '-')}"
     shutil.rmtree(out, ignore_errors=True)
     cmd = [python or sys.executable, str(Path(__file__).resolve()), "--child", name, "--trace", str(trace),
            "--out", str(out)]

@@ -71,3 +71,34 @@ def test_a_unit_that_cannot_be_finalised_is_left_out(tmp_path):
         assert "b_big.json" in skipped["error"] and "ran out of memory" in skipped["error"]
         assert r.sql("SELECT rank, name FROM slices ORDER BY ts").rows() == [(0, "ProfilerStep#1"), (0, "aten::mm")]
     assert not list(tmp_path.glob(".run.*"))  # no unit's directory is left beside the run
+
+
+PANDAS_AFTER_IMPORTS = """
+import sys
+from prof_engine.cli import app
+for jobs in ("1", "2"):
+    app(["import", *sys.argv[1:3], "-o", sys.argv[3] + jobs, "--jobs", jobs], standalone_mode=False)
+assert "pandas" not in sys.modules, "pandas imported by an import"
+import prof_engine
+with prof_engine.open(sys.argv[3] + "2") as run:  # and pyarrow still hands out pandas when asked
+    df = run.view("op_statistic").df()
+print(type(df).__module__.split(".")[0], len(df))
+"""
+
+
+def test_imports_leave_pandas_out_and_df_still_works(tmp_path):
+    """pyarrow would import pandas (~0.4 s, ~35 MiB of an import) at its first conversion of a
+    Python value; the CLI's import, in-process and in its workers, keeps it out
+    (`prof_engine._no_pandas`), and a later `.df()` still gets a DataFrame."""
+    import subprocess
+    import sys
+
+    from conftest import write_trace, x
+
+    traces = [write_trace(tmp_path / f"rank{r}.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                                                        x("aten::mm", 10, 50)], distributedInfo={"rank": r})
+              for r in (0, 1)]
+    p = subprocess.run([sys.executable, "-c", PANDAS_AFTER_IMPORTS, *map(str, traces), str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["pandas", "2"]

@@ -63,11 +63,13 @@ def import_(
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
     from prof_engine import import_trace, open
+    from prof_engine._no_pandas import without_pandas
     from prof_engine.cli.render import err
 
     progress = _Progress()
     try:
-        run = import_trace(sources, output, force=force, jobs=jobs, progress=progress)
+        with without_pandas():  # this process is ours: pyarrow need not import pandas (see there)
+            run = import_trace(sources, output, force=force, jobs=jobs, progress=progress)
     finally:
         progress.close()
     m = open(run).manifest

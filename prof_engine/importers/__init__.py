@@ -7,12 +7,13 @@ import os
 import re
 import shutil
 import zlib
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prof_engine._no_pandas import block_pandas
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import convert_file
@@ -178,7 +179,8 @@ def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Ca
                      ) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
     """Import units in worker processes (spawned: no state shared with the parent but the files)."""
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=block_pandas) as pool:  # workers never need pandas (see there)
         futures = {pool.submit(_import_unit, *w): i for i, w in enumerate(work)}
         for future in as_completed(futures):
             i = futures[future]
