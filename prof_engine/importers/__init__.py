@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prof_engine._no_pandas import block_pandas
+from prof_engine._no_pandas import block_pandas, without_pandas
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import convert_file
@@ -142,7 +142,8 @@ def import_sources(
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
     threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per unit's finalize
-    with RunBuilder(Path(out), force=force) as builder:
+    # pyarrow would import pandas at its first conversion of a Python value (see _no_pandas)
+    with without_pandas(), RunBuilder(Path(out), force=force) as builder:
         work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
         if jobs == 1:
             results = [_import_unit(*w, advance) for w in work]
