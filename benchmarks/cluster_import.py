@@ -10,8 +10,11 @@ this script samples the whole process tree (the import and its worker processes)
 
 * wall s and MB/s (all ranks' uncompressed bytes / wall);
 * CPU s: user + system of the process and its workers;
-* peak tree RSS: the largest sum of RSS over the tree seen at one sample (workers share no
-  memory with each other, so the sum is what the machine had to hold);
+* peak tree RSS: the largest sum of RSS over the tree seen at one sample. An upper bound: each
+  process's RSS counts the pages of the libraries it maps (libarrow, DuckDB: ~60 MB once a unit
+  ran), which the page cache holds once for all of them;
+* peak tree PSS: the same sum of PSS (proportional set size: a page shared by n processes counts
+  1/n in each), i.e. what the machine had to hold for the tree;
 * peak worker RSS: the largest RSS of one worker process;
 * bound: what the issue allows, jobs × the per-file bound max(300 MB, 0.5 × file size).
 
@@ -77,17 +80,20 @@ def measure(files: list[Path], out: Path, jobs: int) -> dict:
     proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps([str(f) for f in files]), str(out), str(jobs)],
                             stdout=subprocess.PIPE, text=True)
     root = psutil.Process(proc.pid)
-    peak_tree = peak_worker = 0
+    peak_tree = peak_pss = peak_worker = 0
     while proc.poll() is None:
         try:
             tree = [root, *root.children(recursive=True)]
-            rss = []
+            rss, pss = [], []
             for p in tree:
                 try:
                     rss.append(p.memory_info().rss)
-                except psutil.Error:
+                    pss.append(pss_bytes(p.pid))
+                except (psutil.Error, OSError):
                     rss.append(0)
+                    pss.append(0)
             peak_tree = max(peak_tree, sum(rss))
+            peak_pss = max(peak_pss, sum(pss))
             peak_worker = max([peak_worker, *rss[1:]])
         except psutil.Error:
             pass
@@ -96,7 +102,14 @@ def measure(files: list[Path], out: Path, jobs: int) -> dict:
     if proc.returncode:
         raise SystemExit(f"import with --jobs {jobs} failed (exit {proc.returncode})")
     size = sum(f.stat().st_size for f in out.rglob("*.parquet"))
-    return {**result, "peak_tree": max(peak_tree, result["self_rss"]), "peak_worker": peak_worker, "store": size}
+    return {**result, "peak_tree": max(peak_tree, result["self_rss"]), "peak_pss": peak_pss, "peak_worker": peak_worker,
+            "store": size}
+
+
+def pss_bytes(pid: int) -> int:
+    """The process's proportional set size (Linux `smaps_rollup`)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
 
 
 def main() -> None:
@@ -122,18 +135,20 @@ def main() -> None:
         base = base or r["wall"]
         bound = min(jobs, len(files)) * per_file_bound
         rows.append((jobs, r["wall"], total / MB / r["wall"], base / r["wall"], r["cpu"], r["peak_tree"] / MB,
-                     r["peak_worker"] / MB, bound / MB, r["peak_tree"] <= bound, r["store"] / r["events"]))
+                     r["peak_pss"] / MB, r["peak_worker"] / MB, bound / MB, r["peak_tree"] <= bound,
+                     r["peak_pss"] <= bound, r["store"] / r["events"]))
         print(f"  jobs {jobs}: {r['wall']:.1f} s, {r['ranks']} ranks, {r['events']:,} events, "
               f"skipped {r['skipped'] or 'none'}", flush=True)
         if not args.keep:
             import shutil
             shutil.rmtree(out, ignore_errors=True)
     print()
-    print("| jobs | wall s | MB/s | speed-up | CPU s | peak tree RSS MB | peak worker RSS MB | bound MB | within bound | store B/event |")
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
-    for j, wall, mbs, up, cpu, tree, worker, bound, ok, bpe in rows:
-        print(f"| {j} | {wall:.1f} | {mbs:.1f} | {up:.2f}x | {cpu:.1f} | {tree:,.0f} | {worker:,.0f} | {bound:,.0f} | "
-              f"{'yes' if ok else 'NO'} | {bpe:.1f} |")
+    print("| jobs | wall s | MB/s | speed-up | CPU s | peak tree RSS MB | peak tree PSS MB | peak worker RSS MB | bound MB "
+          "| within bound (RSS / PSS) | store B/event |")
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
+    for j, wall, mbs, up, cpu, tree, pss, worker, bound, ok, ok_pss, bpe in rows:
+        print(f"| {j} | {wall:.1f} | {mbs:.1f} | {up:.2f}x | {cpu:.1f} | {tree:,.0f} | {pss:,.0f} | {worker:,.0f} | "
+              f"{bound:,.0f} | {'yes' if ok else 'NO'} / {'yes' if ok_pss else 'NO'} | {bpe:.1f} |")
 
 
 if __name__ == "__main__":
