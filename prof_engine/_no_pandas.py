@@ -7,10 +7,11 @@ converts many and never hands pyarrow a pandas object; importing pandas cost a 1
 ~30 MiB of its ~300 MiB peak.
 
 While `without_pandas()` is active (around every import: `import_trace`), `import pandas` fails
-in every thread of the process, and pyarrow takes pandas as absent for those checks. Afterwards pyarrow is told again the moment pandas is imported (`_Watch`), so a
-pandas object handed to pyarrow later is one (a categorical Series becomes a dictionary array,
-not strings), and `to_pandas` works as ever. Processes that only import (import workers, the
-collector's writer) block pandas for good (`block_pandas`).
+in every thread of the process, and pyarrow takes pandas as absent for those checks. Afterwards
+pyarrow is told again the moment pandas is imported (`_Watch`), so a pandas object handed to
+pyarrow later is one (a categorical Series becomes a dictionary array, not strings), and
+`to_pandas` works as ever. Processes that only import (import workers, the collector's writer)
+block pandas for good (`block_pandas`).
 """
 
 from __future__ import annotations

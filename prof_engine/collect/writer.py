@@ -264,7 +264,7 @@ def main() -> None:
     except OSError:
         pass
     logging.basicConfig(format="%(message)s", level=logging.WARNING, stream=sys.stderr)
-    block_pandas()  # converting torch cycles, pyarrow would import it: ~0.4 s and ~35 MiB (see there)
+    block_pandas()  # converting torch cycles, pyarrow would import it: ~0.3 s and ~30 MiB (see there)
     serve(sys.stdin.buffer, sys.stdout.buffer)
     sys.stdout.flush()
     sys.stderr.flush()
