@@ -14,6 +14,11 @@ CREATE OR REPLACE MACRO stream_wait(rank, device, stream, ts, dur, id) AS
     greatest(ts - max(ts + dur) OVER (PARTITION BY rank, device, stream ORDER BY ts, id
                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0);
 
+-- A device task: what runs on a device's streams (kernels, collectives, copies, sets), as op_summary
+-- lists and the manifest's per-device `tasks` counts them (not device-side ranges or markers).
+CREATE OR REPLACE MACRO is_device_task(device, kind) AS
+    device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');
+
 -- Task type of a device record, in msprof's words where they exist.
 CREATE OR REPLACE MACRO task_type(kind) AS
     CASE kind WHEN 'kernel' THEN 'KERNEL' WHEN 'comm' THEN 'COMMUNICATION' WHEN 'memcpy' THEN 'MEMCPY'

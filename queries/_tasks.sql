@@ -17,7 +17,7 @@ SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.
        coalesce(t.input_types, l.input_types) AS input_types, t.wait AS stored_wait
 FROM slices t
 LEFT JOIN (SELECT id, name, input_shapes, input_types FROM slices WHERE NOT run_launch_names()) l ON l.id = t.launch_id
-WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset');
+WHERE is_device_task(t.device, t.kind);
 
 -- The stream wait: stored with each task where the run holds it (`run_waits_stored()`, a constant
 -- from the manifest); else computed on the tasks' narrow timing columns and joined back by id (ids
@@ -27,7 +27,7 @@ CREATE MACRO IF NOT EXISTS run_waits_stored() AS false;
 CREATE OR REPLACE VIEW _tasks AS
 WITH waits AS (
     SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait
-    FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset') AND NOT run_waits_stored()
+    FROM slices WHERE is_device_task(device, kind) AND NOT run_waits_stored()
 )
 SELECT t.* EXCLUDE (stored_wait), CASE WHEN run_waits_stored() THEN t.stored_wait ELSE w.wait END AS wait
 FROM _task_ops t LEFT JOIN waits w ON w.id = t.id;
@@ -40,4 +40,4 @@ FROM _task_ops t LEFT JOIN waits w ON w.id = t.id;
 CREATE MACRO IF NOT EXISTS run_host_only_ranks() AS true;
 CREATE OR REPLACE VIEW _host_only_ranks AS
 SELECT rank FROM run_ranks WHERE run_host_only_ranks()
-EXCEPT SELECT DISTINCT rank FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');
+EXCEPT SELECT DISTINCT rank FROM slices WHERE is_device_task(device, kind);

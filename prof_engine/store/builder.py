@@ -41,7 +41,6 @@ from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_typ
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
 FINALIZE_BYTES_PER_RECORD = 40
-DEVICE_TASKS = "kind IN ('kernel', 'comm', 'memcpy', 'memset')"  # what a device's `tasks` count in the manifest
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).
 FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql")
@@ -191,13 +190,15 @@ def _sql_text(text: str) -> str:
 
 
 def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
-    """Devices, steps and time span of the slices written under `root`, for the manifest."""
+    """Devices, steps and time span of the slices written under `root`, for the manifest (as
+    finalize.sql's `_summary_*` views sum them up for the records it finalised)."""
     files = list(Path(root).glob("slices/**/*.parquet"))
     if not files:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
+    con.execute((data_dir("queries") / "_classify.sql").read_text())  # is_device_task
     src = f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, hive_types = {hive_types(files)})"
     devices = con.execute(
-        f"SELECT rank, device, count(*), count(*) FILTER (WHERE device <> 'host' AND {DEVICE_TASKS}) "
+        f"SELECT rank, device, count(*), count(*) FILTER (WHERE is_device_task(device, kind)) "
         f"FROM {src} GROUP BY ALL ORDER BY rank, device"
     ).fetchall()
     steps = con.execute(

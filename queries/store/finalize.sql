@@ -158,7 +158,7 @@ WHERE s.kind = 'comm' OR s.launcher;
 -- it). From the staged records: the chain of tables above stays as narrow as its joins need.
 CREATE OR REPLACE TEMP TABLE _waits AS
 SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _s
-WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');
+WHERE is_device_task(device, kind);
 
 -- The step breakdown's lanes of this rank (`lane_totals`), from its records as finalised here,
 -- computed by the macros the views use for runs that do not store them (queries/_lanes.sql). The
@@ -173,7 +173,7 @@ UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END,
        ts, ts + dur
 FROM _host WHERE (is_host_op OR is_comm)
- AND rank NOT IN (SELECT DISTINCT rank FROM _s WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset'));
+ AND rank NOT IN (SELECT DISTINCT rank FROM _s WHERE is_device_task(device, kind));
 
 CREATE OR REPLACE TEMP VIEW _lane_receives AS
 SELECT s.rank, s.device, coalesce(d.stated_step, d.step) AS step, s.dur FROM _s s JOIN _device d ON d.id = s.id
@@ -303,7 +303,7 @@ FROM staging_comm c JOIN (
 -- For the manifest: slices per device, steps, time span.
 CREATE OR REPLACE TEMP VIEW _summary_devices AS
 SELECT rank, device, count(*) AS records,
-       count(*) FILTER (WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset')) AS tasks
+       count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks
 FROM _s GROUP BY ALL ORDER BY rank, device;
 CREATE OR REPLACE TEMP VIEW _summary_steps AS
 SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s WHERE kind = 'step' GROUP BY ALL ORDER BY ALL;
