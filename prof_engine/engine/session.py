@@ -231,11 +231,16 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     Why: DuckDB binds a table's scan again at every reference, and the views reference `slices`
     dozens of times, at CREATE and at each query. With a glob that means listing the directory
     tree each time, and with union_by_name reading every file's footer each time: tens of seconds
-    to open a run of a thousand partitions. So the files are listed once, here; their schemas are
-    compared once, and union_by_name is used only for a run whose files differ (written by
-    different versions; without it DuckDB would cast every file to the first one's types); and
-    the views are created against the empty stand-ins, which bind at no cost."""
+    to open a run of a thousand partitions. So the files are listed once, here; in a run of an
+    older schema version their schemas are compared once, and union_by_name is used only where
+    they differ (written by different versions; without it DuckDB would cast every file to the
+    first one's types); and the views are created against the empty stand-ins, which bind at no
+    cost."""
     rows = manifest.get("tables", {})
+    held = derived(manifest)
+    # files written under this schema version have its columns and types (the writer casts every
+    # batch to them): reading every footer to check (~0.1 s per 1,000 files) is for older runs
+    current = str(manifest.get("schema_version")) == schema.schema_version()
     _create_table(con, "_run_ranks", schema.tables()["run_ranks"], run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
     final, in_order = {}, set()
@@ -243,16 +248,12 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
         cols = ", ".join(f'"{c}"' for c in table.column_names)
         where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
         files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
-        if f"{name}.sorted" in derived(manifest):
+        if f"{name}.sorted" in held:
             ordered = _in_sorted_order(con, path / name, files)
             if ordered is not None:
                 files = ordered
                 in_order.add(name)
         if files:
-            # files written under this schema version have its columns and types (the writer casts
-            # every batch to them): reading every footer to check (~0.1 s per 1,000 files) is for
-            # older runs
-            current = str(manifest.get("schema_version")) == schema.schema_version()
             uniform, present = (True, set(table.column_names)) if current else _file_columns(con, files)
             # a column added to the schema since the run was written reads as NULL (device and
             # step are always there: a column, or a directory level in older layouts)
