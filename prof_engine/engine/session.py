@@ -169,8 +169,13 @@ def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table
         con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(table.columns))})', rows)
 
 
+def _file_list(files: list[Path]) -> str:
+    """`files` as a DuckDB list literal of paths (for read_parquet, parquet_schema, parquet_metadata)."""
+    return "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+
+
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:
-    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    listing = _file_list(files)
     return (f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
             f"hive_types = {hive_types(files)})")
 
@@ -178,7 +183,7 @@ def _parquet_source(files: list[Path], union_by_name: bool) -> str:
 def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bool, set[str]]:
     """Whether all `files` have the same columns, in the same order, of the same types; and the
     names of the columns any of them has."""
-    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    listing = _file_list(files)
     shapes, names = con.execute(
         f"SELECT count(DISTINCT columns), flatten(list(names)) FROM (SELECT file_name, string_agg(name || ' ' || "
         f"duckdb_type, ', ' ORDER BY column_id) AS columns, list(name) AS names FROM parquet_schema({listing}) "
@@ -204,7 +209,7 @@ def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: lis
     from the files' statistics, the partition from their directories)."""
     if not files:
         return []
-    listing = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    listing = _file_list(files)
     ranks = dict(con.execute(
         f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
         f"FROM parquet_metadata({listing}) WHERE path_in_schema = 'rank' GROUP BY file_name"
