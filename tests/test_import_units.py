@@ -15,9 +15,17 @@ def _rows(run_dir):
         return r.sql("SELECT rank, kind, count(*), sum(dur), sum(coalesce(step, -1)) FROM slices GROUP BY ALL ORDER BY ALL").rows()
 
 
-def test_parallel_equals_sequential(tmp_path):
+def test_parallel_equals_sequential(tmp_path, monkeypatch):
+    """With --jobs 2 this process converts one unit and one spawned worker the other (no process
+    waits idle beside two workers); the run is the one --jobs 1 makes."""
+    import prof_engine.importers as importers
+
+    here = []
+    convert = importers._convert
+    monkeypatch.setattr(importers, "_convert", lambda unit, *a: here.append(unit.path.name) or convert(unit, *a))
     src = fixture_path("kineto", "hta_sampled_2rank_nccl")
     a = prof_engine.import_trace([src], tmp_path / "a", jobs=2)
+    assert len(here) == 1  # the other unit went to the worker, where the patch does not reach
     b = prof_engine.import_trace([src], tmp_path / "b", jobs=1)
     assert _rows(a) == _rows(b)
     assert {r for r, *_ in _rows(a)} == {0, 1}

@@ -7,8 +7,9 @@ import os
 import re
 import shutil
 import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,15 +182,28 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
 
 def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Callable[[int], None]
                      ) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
-    """Import units in worker processes (spawned: no state shared with the parent but the files)."""
+    """Import units in `jobs` processes: this one and `jobs - 1` spawned workers (no state shared
+    with this process but the files). This process converts units on a thread of its own while it
+    hands out the others, one unit at a time to whichever of them is free, largest first: one
+    process fewer than `jobs` workers, whose libraries alone held ~90 MB only to wait on them."""
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_setup) as pool:
-        futures = {pool.submit(_import_unit, *w): i for i, w in enumerate(work)}
-        for future in as_completed(futures):
-            i = futures[future]
-            results[i] = future.result()
-            advance(sizes[i])
+    order = deque(sorted(range(len(work)), key=lambda i: -sizes[i]))
+    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_setup) as pool, \
+         ThreadPoolExecutor(max_workers=1, thread_name_prefix="prof-engine-import") as local:
+        running: dict[Future, tuple[int, bool]] = {}  # unit, and whether this process converts it
+        while order or running:
+            while order and not any(mine for _, mine in running.values()):
+                i = order.popleft()
+                running[local.submit(_import_unit, *work[i])] = (i, True)
+            while order and len(running) < jobs:
+                i = order.popleft()
+                running[pool.submit(_import_unit, *work[i])] = (i, False)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                i, _ = running.pop(future)
+                results[i] = future.result()
+                advance(sizes[i])
     return results  # type: ignore[return-value]
 
 
