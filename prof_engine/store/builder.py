@@ -43,7 +43,7 @@ FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in fi
 FINALIZE_BYTES_PER_RECORD = 40
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).
-FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql")
+FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql", "store/summary.sql")
 
 
 @dataclass
@@ -105,7 +105,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
                 whole: bool = True) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
-    views `final_<table>` hold the canonical records and `_summary_*` what the manifest sums up.
+    views `final_<table>` hold the canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
     records are every record of their ranks (an import unit; not a batch of a live run), so what
     is derived across a rank's records (`schema.derived_tables`, which have `final_<table>` views
@@ -174,9 +174,14 @@ def _canonical(batch: pa.RecordBatch, table: schema.Table) -> pa.RecordBatch:
 
 def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest."""
-    devices = con.execute("SELECT * FROM _summary_devices").fetchall()
-    steps = con.execute("SELECT * FROM _summary_steps").fetchall()
-    ((start, end),) = con.execute("SELECT * FROM _summary_span").fetchall()
+    return _summary(con, "_s")
+
+
+def _summary(con: duckdb.DuckDBPyConnection, slices: str) -> dict[str, Any]:
+    """The manifest's devices, steps and time span of the view `slices` (queries/store/summary.sql)."""
+    devices = con.execute(f"SELECT * FROM summary_devices('{slices}')").fetchall()
+    steps = con.execute(f"SELECT * FROM summary_steps('{slices}')").fetchall()
+    ((start, end),) = con.execute(f"SELECT * FROM summary_span('{slices}')").fetchall()
     return {
         "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
         "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
@@ -191,26 +196,15 @@ def _sql_text(text: str) -> str:
 
 def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     """Devices, steps and time span of the slices written under `root`, for the manifest (as
-    finalize.sql's `_summary_*` views sum them up for the records it finalised)."""
+    `staged_summary` sums them up for the records finalize.sql finalised)."""
     files = list(Path(root).glob("slices/**/*.parquet"))
     if not files:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
-    con.execute((data_dir("queries") / "_classify.sql").read_text())  # is_device_task
-    src = f"read_parquet('{root}/slices/**/*.parquet', hive_partitioning=true, hive_types = {hive_types(files)})"
-    devices = con.execute(
-        f"SELECT rank, device, count(*), count(*) FILTER (WHERE is_device_task(device, kind)) "
-        f"FROM {src} GROUP BY ALL ORDER BY rank, device"
-    ).fetchall()
-    steps = con.execute(
-        f"SELECT rank, step, min(ts), max(ts + dur) FROM {src} WHERE kind = 'step' GROUP BY ALL ORDER BY ALL"
-    ).fetchall()
-    ((start, end),) = con.execute(f"SELECT min(ts), max(ts + dur) FROM {src}").fetchall()
-    return {
-        "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
-        "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
-        "start_ns": start,
-        "end_ns": end,
-    }
+    for name in ("_classify.sql", "store/summary.sql"):
+        con.execute((data_dir("queries") / name).read_text())
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({_sql_text(f'{root}/slices/**/*.parquet')}, "
+                f"hive_partitioning=true, hive_types = {hive_types(files)})")
+    return _summary(con, "_written_slices")
 
 
 @dataclass

@@ -11,8 +11,9 @@
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
--- Output: views final_<table>, one per canonical table, with every column filled in, and the
--- views _summary_devices, _summary_steps and _summary_span for the manifest.
+-- Output: views final_<table>, one per canonical table, with every column filled in, and `_s`,
+-- the staged slices' narrow columns, which the macros of queries/store/summary.sql sum up for
+-- the manifest.
 --
 -- Algorithm:
 --   1. Steps are the host `step` records of each rank; a host record belongs to the step whose
@@ -299,12 +300,3 @@ FROM staging_comm c JOIN (
     FROM _fill_slices f JOIN staging_slices s ON s.id = f.id AND s._part = f._part AND s._row = f._row
     WHERE f.id IN (SELECT slice_id FROM staging_comm) AND f.rank IS NOT NULL
 ) s ON s.id = c.slice_id;
-
--- For the manifest: slices per device, steps, time span.
-CREATE OR REPLACE TEMP VIEW _summary_devices AS
-SELECT rank, device, count(*) AS records,
-       count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks
-FROM _s GROUP BY ALL ORDER BY rank, device;
-CREATE OR REPLACE TEMP VIEW _summary_steps AS
-SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s WHERE kind = 'step' GROUP BY ALL ORDER BY ALL;
-CREATE OR REPLACE TEMP VIEW _summary_span AS SELECT min(ts) AS start_ns, max(ts + dur) AS end_ns FROM _s;
