@@ -64,6 +64,8 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     "truncated_gzip_small": ("trace.json.gz", lambda: cut_gzip(trace_text())),
     "truncated_gzip_large": ("trace.json.gz", lambda: cut_gzip(trace_text(5000))),
     "corrupt_gzip_small": ("trace.json.gz", lambda: corrupt_gzip(trace_text())),
+    "ts_not_a_number": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": "2x5"', 1)),
+    "dur_not_a_number": ("trace.json", lambda: trace_text(5000).replace('"dur": 3', '"dur": "three"', 1)),
 }
 
 

@@ -20,6 +20,7 @@ from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
+from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
 from prof_engine.store.builder import Finalized, finalize_unit
 
@@ -218,6 +219,13 @@ def _size(path: Path) -> int:
 
 
 def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
+    try:
+        return _convert_unit(unit, index, sink, step)
+    except BadTime as e:  # a `ts`, `dur` or CSV time that is not a number: a corrupt source
+        raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
+
+
+def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
     if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy"):
         convert = {"msprof": msprof.convert_device_dir, "ascend_trace": msprof.convert_trace,
                    "msprof_output": msprof_output.convert,

@@ -15,8 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+class BadTime(ValueError):
+    """A time value that is not a number of µs (the importers report it with the file it is in)."""
+
+
 def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
-    """µs as JSON number or string text (`12.345`, `"12.345\\t"`, `1e3`) → int ns; None if empty."""
+    """µs as JSON number or string text (`12.345`, `"12.345\\t"`, `1e3`) → int ns; None if empty.
+    `BadTime` if the text is not a number."""
     text = text.encode() if isinstance(text, str) else bytes(text)
     if len(text) > 4 and text[-4] == 46 and text[:-4].isdigit() and text[-3:].isdigit():
         return int(text[:-4] + text[-3:])  # fast path: a plain number with exactly 3 decimals (46 = ".")
@@ -35,7 +40,7 @@ def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
     try:
         return int((Decimal(s.decode()) * 1000).to_integral_value(ROUND_HALF_EVEN))
     except (InvalidOperation, UnicodeDecodeError, ValueError):
-        raise ValueError(f"not a time in µs: {s[:40]!r}") from None
+        raise BadTime(f"not a time in µs: {s[:40].decode(errors='replace')!r}") from None
 
 
 # µs text the bulk parser takes: 1 to 15 digits, '.', exactly 3 decimals (≤ 18 digits: fits int64).
