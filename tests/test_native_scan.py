@@ -176,6 +176,62 @@ def test_bad_input_is_one_clear_error(tmp_path, text, message):
         _convert(path, False, 16)
 
 
+def test_utf8_text_same_run(tmp_path, monkeypatch):
+    """Names and args written as raw UTF-8 (2-, 3- and 4-byte sequences, not \\u escapes) pass the
+    scanner's UTF-8 check and come out as the pure-Python path reads them."""
+    names = ["caf\u00e9", "\u7b97\u5b50_\u043c\u0430\u0442", "\U0001f525op", "a\u07ffb\u0800c\uffff", "x\U00010000y\U0010ffffz"]
+    events = [x("ProfilerStep#1", BASE, 100, cat="user_annotation")]
+    events += [x(n, BASE + 1 + i, 1, **{"note": n}) for i, n in enumerate(names)]
+    trace = tmp_path / "utf8.json"
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False), encoding="utf-8")
+    native, python = _both(tmp_path, [trace], monkeypatch)
+    assert native == python
+    with prof_engine.open(tmp_path / "native") as run:
+        assert set(names) <= {n for n, in run.sql("SELECT name FROM slices").rows()}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'"name": "caf\xe9"',  # Latin-1, in a name
+        b'"args": {"note": "caf\xe9 x"}',  # in an args value
+        b'"tid": "t\xe9"',  # in a field the converter reads as text
+        b'"name": "a\xc0\xafb"',  # an overlong '/'
+        b'"name": "a\xed\xa0\x80b"',  # a UTF-16 surrogate, encoded
+        b'"name": "a\xf4\x90\x80\x80"',  # beyond U+10FFFF
+        b'"name": "ab\xe4\xb8"',  # a sequence cut short by the closing quote
+    ],
+    ids=["latin1-name", "latin1-args", "latin1-tid", "overlong", "surrogate", "beyond-unicode", "cut-sequence"],
+)
+def test_text_that_is_not_utf8_is_one_clear_error(tmp_path, monkeypatch, body):
+    """JSON is UTF-8, and the scanner hands its columns to Arrow as UTF-8: it checks every string
+    and names the first byte that is not (both paths refuse the file with one line naming it)."""
+    path = tmp_path / "bad.json"
+    text = b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1, ' + body + b'}]}'
+    path.write_bytes(text)
+    offset = next(i for i, c in enumerate(text) if c >= 0x80)
+    with pytest.raises(InputError, match=f"text that is not UTF-8 at byte {offset} ") as info:
+        _convert(path, True, 16)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    for native in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(scan, "available", lambda native=native: native)
+            with pytest.raises(InputError, match="not UTF-8"):
+                prof_engine.import_trace([path], tmp_path / f"run{native}")
+        assert not (tmp_path / f"run{native}").exists()
+
+
+@pytest.mark.parametrize("escape", [r"\ud800", r"\udd25", r"\ud83d\u0041", r"\ud83dx"])
+def test_a_lone_surrogate_escape_is_refused(tmp_path, escape):
+    """A \\u escape of half a UTF-16 pair is no character: the scanner refuses it where it stands
+    (msgspec, which would decode it, does not know it either)."""
+    path = tmp_path / "bad.json"
+    text = '{"traceEvents": [{"ph": "X", "ts": 1, "name": "a' + escape + 'b"}]}'
+    path.write_text(text)
+    with pytest.raises(InputError, match=f"corrupt JSON at byte {text.index(chr(92))} "):
+        _convert(path, True, 16)
+
+
 def test_a_consumer_that_stops_early_does_not_hang(tmp_path, monkeypatch):
     """The reading thread stops when the converter fails or stops reading mid-file, also when it
     has already read to the end (3 chunks: one converting, one queued, the last waiting)."""

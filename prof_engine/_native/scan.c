@@ -46,6 +46,70 @@ static inline int64_t skip_ws(const char *b, int64_t i, int64_t len) {
     return i;
 }
 
+/* The length of the valid UTF-8 sequence that starts at s[k] (a byte >= 0x80) and ends before
+ * `end`, or 0: JSON text is UTF-8, and the columns are handed to Arrow as UTF-8 without a check. */
+static int utf8_length(const unsigned char *s, int64_t k, int64_t end) {
+    unsigned char c = s[k];
+    int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!n || k + n > end)
+        return 0;
+    for (int j = 1; j < n; j++)
+        if ((s[k + j] & 0xC0) != 0x80)
+            return 0;
+    if ((c == 0xE0 && s[k + 1] < 0xA0) || (c == 0xED && s[k + 1] >= 0xA0) || /* overlong, surrogate */
+        (c == 0xF0 && s[k + 1] < 0x90) || (c == 0xF4 && s[k + 1] >= 0x90))   /* overlong, > U+10FFFF */
+        return 0;
+    return n;
+}
+
+/* Checks the unescaped bytes b[i, end) of a string: no control characters, valid UTF-8. Returns 0,
+ * or BAD with p->err at the offending byte. */
+static int check_text(parser *p, int64_t i, int64_t end) {
+    const unsigned char *s = (const unsigned char *)p->b;
+    int64_t k = i;
+    /* 8 bytes at a time while all are printable ASCII: subtracting 0x20 from each byte sets its
+     * high bit where it is below 0x20 (a borrow only follows such a byte), and bytes of 0x80 and up
+     * have it set already */
+    for (; k + 8 <= end; k += 8) {
+        uint64_t w;
+        memcpy(&w, s + k, 8);
+        if (((w - 0x2020202020202020ULL) | w) & 0x8080808080808080ULL)
+            break;
+    }
+    for (; k < end; k++) {
+        if ((unsigned char)(s[k] - 0x20) < 0x60)
+            continue; /* printable ASCII */
+        if (s[k] < 0x20) {
+            p->err = k;
+            return BAD;
+        }
+        int n = utf8_length(s, k, end);
+        if (!n) {
+            p->err = k;
+            return BAD;
+        }
+        k += n - 1;
+    }
+    return 0;
+}
+
+/* b[k] == '\\', b[k + 1] == 'u': the UTF-16 code unit of the 4 hex digits after, NEED_MORE, or BAD. */
+static int hex4(parser *p, int64_t k) {
+    if (k + 6 > p->len)
+        return NEED_MORE;
+    int unit = 0;
+    for (int j = 2; j < 6; j++) {
+        char h = p->b[k + j];
+        int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (v < 0) {
+            p->err = k + j;
+            return BAD;
+        }
+        unit = unit << 4 | v;
+    }
+    return unit;
+}
+
 /* b[i] == '"'; returns the offset after the closing quote. */
 static int64_t skip_string(parser *p, int64_t i) {
     const char *b = p->b;
@@ -57,33 +121,34 @@ static int64_t skip_string(parser *p, int64_t i) {
             return NEED_MORE;
         int64_t end = q - b;
         const char *bs = memchr(b + i, '\\', (size_t)(end - i));
-        if (!bs) {
-            for (int64_t k = i; k < end; k++)
-                if ((unsigned char)b[k] < 0x20) {
-                    p->err = k;
-                    return BAD;
-                }
-            return end + 1;
-        }
+        if (!bs)
+            return check_text(p, i, end) ? BAD : end + 1;
         /* an escape before the quote: step over it and look again */
         int64_t k = bs - b;
-        for (int64_t j = i; j < k; j++)
-            if ((unsigned char)b[j] < 0x20) {
-                p->err = j;
-                return BAD;
-            }
+        if (check_text(p, i, k))
+            return BAD;
         if (k + 1 >= len)
             return NEED_MORE;
         char e = b[k + 1];
         if (e == 'u') {
-            if (k + 6 > len)
-                return NEED_MORE;
-            for (int j = 2; j < 6; j++) {
-                char h = b[k + j];
-                if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) {
-                    p->err = k + j;
+            int unit = hex4(p, k);
+            if (unit < 0)
+                return unit;
+            if (unit >= 0xDC00 && unit <= 0xDFFF) { /* a low surrogate with no high one before it */
+                p->err = k;
+                return BAD;
+            }
+            if (unit >= 0xD800 && unit <= 0xDBFF) { /* a high surrogate: a low one must follow */
+                if (k + 8 > len)
+                    return NEED_MORE;
+                int low = b[k + 6] == '\\' && b[k + 7] == 'u' ? hex4(p, k + 6) : BAD;
+                if (low == NEED_MORE)
+                    return NEED_MORE;
+                if (low < 0xDC00 || low > 0xDFFF) {
+                    p->err = k;
                     return BAD;
                 }
+                k += 6;
             }
             i = k + 6;
         } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {

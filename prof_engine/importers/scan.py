@@ -217,7 +217,8 @@ class Scanner:
                              spans.starts, spans.lens, spans.ev_starts, spans.ev_lens, ctypes.byref(res))
             if res.status == -2:
                 where = r.bytes_read - len(buf) + res.err_pos
-                raise r._fail(f"corrupt JSON at byte {where} (in event #{seen + res.n}): "
+                what = "text that is not UTF-8" if res.err_pos < len(buf) and buf[res.err_pos] >= 0x80 else "corrupt JSON"
+                raise r._fail(f"{what} at byte {where} (in event #{seen + res.n}): "
                               f"{buf[max(res.err_pos - 20, 0): res.err_pos + 20]!r}")
             if res.n:
                 yield Chunk(self, spans, buf, res.n, seen)

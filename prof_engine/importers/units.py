@@ -21,26 +21,33 @@ class BadTime(ValueError):
 
 def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
     """µs as JSON number or string text (`12.345`, `"12.345\\t"`, `1e3`) → int ns; None if empty.
-    `BadTime` if the text is not a number."""
+    `BadTime` if the text is not a number, or not an int64 of ns (beyond ±292 years of 1970)."""
     text = text.encode() if isinstance(text, str) else bytes(text)
-    if len(text) > 4 and text[-4] == 46 and text[:-4].isdigit() and text[-3:].isdigit():
-        return int(text[:-4] + text[-3:])  # fast path: a plain number with exactly 3 decimals (46 = ".")
+    if 4 < len(text) <= 19 and text[-4] == 46 and text[:-4].isdigit() and text[-3:].isdigit():
+        return int(text[:-4] + text[-3:])  # fast path: up to 15 digits, '.', 3 decimals (46 = ".")
     s = text.strip().strip(b'"').replace(b"\\t", b"").strip()
     if not s or s in (b"null", b"N/A"):
         return None
     whole, dot, frac = s.partition(b".")
     if whole.isdigit() and (not frac or frac.isdigit()):
         if len(frac) <= 3:
-            return int(whole) * 1000 + (int(frac.ljust(3, b"0")) if frac else 0)
-        ns = int(whole) * 1000 + int(frac[:3])
-        rest = frac[3:]
-        if rest[0] > ord("5") or (rest[0] == ord("5") and (rest.strip(b"0") != b"5" or ns % 2)):
-            ns += 1  # round half to even, as Decimal below
-        return ns
-    try:
-        return int((Decimal(s.decode()) * 1000).to_integral_value(ROUND_HALF_EVEN))
-    except (InvalidOperation, UnicodeDecodeError, ValueError):
-        raise BadTime(f"not a time in µs: {s[:40].decode(errors='replace')!r}") from None
+            ns = int(whole) * 1000 + (int(frac.ljust(3, b"0")) if frac else 0)
+        else:
+            ns = int(whole) * 1000 + int(frac[:3])
+            rest = frac[3:]
+            if rest[0] > ord("5") or (rest[0] == ord("5") and (rest.strip(b"0") != b"5" or ns % 2)):
+                ns += 1  # round half to even, as Decimal below
+    else:
+        try:
+            ns = int((Decimal(s.decode()) * 1000).to_integral_value(ROUND_HALF_EVEN))
+        except (InvalidOperation, UnicodeDecodeError, ValueError, OverflowError):  # OverflowError: 'inf'
+            raise BadTime(f"not a time in µs: {s[:40].decode(errors='replace')!r}") from None
+    if not _NS_MIN <= ns <= _NS_MAX:
+        raise BadTime(f"time out of range (ns beyond int64, ±292 years of 1970): {s[:40].decode(errors='replace')!r} µs")
+    return ns
+
+
+_NS_MIN, _NS_MAX = -(1 << 63), (1 << 63) - 1
 
 
 # µs text the bulk parser takes: 1 to 15 digits, '.', exactly 3 decimals (≤ 18 digits: fits int64).
