@@ -181,7 +181,7 @@ def test_utf8_text_same_run(tmp_path, monkeypatch):
     scanner's UTF-8 check and come out as the pure-Python path reads them."""
     names = ["caf\u00e9", "\u7b97\u5b50_\u043c\u0430\u0442", "\U0001f525op", "a\u07ffb\u0800c\uffff", "x\U00010000y\U0010ffffz"]
     events = [x("ProfilerStep#1", BASE, 100, cat="user_annotation")]
-    events += [x(n, BASE + 1 + i, 1, **{"note": n}) for i, n in enumerate(names)]
+    events += [x(n, BASE + 1 + i, 1, note=n) for i, n in enumerate(names)]
     trace = tmp_path / "utf8.json"
     trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}, ensure_ascii=False), encoding="utf-8")
     native, python = _both(tmp_path, [trace], monkeypatch)
