@@ -153,6 +153,17 @@ def test_query_json_stdout_is_data_only(work, run):
     assert json.loads(lines[0])["n"] > 0
 
 
+def test_query_prints_values_that_are_not_finite(work, run):
+    """A division by zero in a user's SQL prints as inf/nan in a table, and as null in JSON (which
+    has no Infinity or NaN), where the table printer failed with an OverflowError."""
+    sql = "select 1/0 as a, -1/0 as b, 0/0 as c, [1.5, 1/0] as d"
+    table = ok(cli(work, "query", run, sql)).stdout
+    assert "inf" in table and "-inf" in table and "nan" in table
+    line = ok(cli(work, "query", run, sql, "--format", "json")).stdout
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == \
+        {"a": None, "b": None, "c": None, "d": [1.5, None]}
+
+
 def test_show(work, run):
     """`show run` prints the step breakdown, op_statistic and api_statistic tables."""
     out = ok(cli(work, "show", run)).stdout

@@ -7,7 +7,6 @@ a problem with a run (missing, not a run).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -79,7 +78,7 @@ def _write(cmp: Comparison, fmt: str, top: int) -> None:
     else:
         doc = {"baseline": cmp.baseline, "runs": cmp.runs, "method": cmp.method, "verdict": verdict(cmp),
                "rows": cmp.arrow().to_pylist()}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
+        sys.stdout.write(render.json_text(doc) + "\n")
 
 
 def compare(

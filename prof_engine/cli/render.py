@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import math
 import sys
 
 import pyarrow as pa
@@ -21,6 +22,8 @@ def _cell(v: object) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
+        if not math.isfinite(v):  # inf, -inf, nan (a division by zero in a user's SQL)
+            return str(v)
         return f"{v:,.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
     if isinstance(v, decimal.Decimal):
         return str(v)
@@ -49,8 +52,23 @@ def csv(result: Result) -> None:
     write_csv(arrow.to_batches(), arrow.schema, sys.stdout.buffer)
 
 
-def json_lines(result: Result) -> None:
+def json_text(value: object) -> str:
+    """`value` as strict JSON: a float that is not finite (a division by zero) becomes null, where
+    Python would write `Infinity` or `NaN`, which JSON readers refuse."""
     import json
 
+    def finite(v: object) -> object:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+
+    return json.dumps(finite(value), default=str, ensure_ascii=False, allow_nan=False)
+
+
+def json_lines(result: Result) -> None:
     for row in result.arrow().to_pylist():
-        sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(row) + "\n")
