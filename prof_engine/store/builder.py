@@ -43,7 +43,7 @@ FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in fi
 FINALIZE_BYTES_PER_RECORD = 40
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).
-FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql", "store/summary.sql")
+FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql", "store/manifest.sql")
 
 
 @dataclass
@@ -178,10 +178,10 @@ def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def _summary(con: duckdb.DuckDBPyConnection, slices: str) -> dict[str, Any]:
-    """The manifest's devices, steps and time span of the view `slices` (queries/store/summary.sql)."""
-    devices = con.execute(f"SELECT * FROM summary_devices('{slices}')").fetchall()
-    steps = con.execute(f"SELECT * FROM summary_steps('{slices}')").fetchall()
-    ((start, end),) = con.execute(f"SELECT * FROM summary_span('{slices}')").fetchall()
+    """The manifest's devices, steps and time span of the view `slices` (queries/store/manifest.sql)."""
+    devices = con.execute(f"SELECT * FROM manifest_devices('{slices}')").fetchall()
+    steps = con.execute(f"SELECT * FROM manifest_steps('{slices}')").fetchall()
+    ((start, end),) = con.execute(f"SELECT * FROM manifest_span('{slices}')").fetchall()
     return {
         "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
         "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
@@ -200,7 +200,7 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     files = list(Path(root).glob("slices/**/*.parquet"))
     if not files:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
-    for name in ("_classify.sql", "store/summary.sql"):
+    for name in ("_classify.sql", "store/manifest.sql"):
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({_sql_text(f'{root}/slices/**/*.parquet')}, "
                 f"hive_partitioning=true, hive_types = {hive_types(files)})")

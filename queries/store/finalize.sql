@@ -12,7 +12,7 @@
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
 -- Output: views final_<table>, one per canonical table, with every column filled in, and `_s`,
--- the staged slices' narrow columns, which the macros of queries/store/summary.sql sum up for
+-- the staged slices' narrow columns, which the macros of queries/store/manifest.sql sum up for
 -- the manifest.
 --
 -- Algorithm:
