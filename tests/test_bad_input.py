@@ -134,6 +134,16 @@ def test_query_bad_sql(good, sql):
     assert_user_error(cli(good, "query", "run", sql), "SQL error")
 
 
+@pytest.mark.parametrize("command", ["show", "export", "query"])
+def test_a_step_the_run_lacks_is_an_error(good, command):
+    """--step N of a step the run does not have: every view would be empty, so it is an error
+    that lists the run's steps (and no export directory is created)."""
+    args = {"show": [], "export": ["step_trace", "-o", "out_nostep"], "query": ["select 1"]}[command]
+    proc = cli(good, command, "run", "--step", "2", "--step", "9", *args)
+    assert_user_error(proc, "no steps 2, 9", "its steps: 1")
+    assert not (good / "out_nostep").exists()
+
+
 def test_export_unknown_view(good):
     """`export` of an unknown view fails, names it, and writes no output directory."""
     assert_user_error(cli(good, "export", "run", "no_such_view", "-o", "exported"), "no_such_view")

@@ -83,6 +83,8 @@ class Run:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
+        if self.steps:
+            _check_steps(self.path, self.manifest, self.steps)
         self.con = connect()
         attach(self.con, self.path, self.manifest, self.steps)
 
@@ -190,6 +192,17 @@ def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bo
         f"WHERE num_children IS NULL GROUP BY file_name)"
     ).fetchone()
     return shapes <= 1, set(names or ())
+
+
+def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
+    """QueryError if a step asked for is none of the run's: every view would be silently empty."""
+    known = sorted({s["step"] for s in manifest.get("steps", [])})
+    missing = sorted(set(steps) - set(known))
+    if missing:
+        have = ("none" if not known else ", ".join(map(str, known)) if len(known) <= 10
+                else f"{len(known)}, {known[0]}..{known[-1]}")
+        raise QueryError(f"{path}: no step{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run "
+                         f"(its steps: {have})")
 
 
 def _partition_files(table_dir: Path, steps: list[int] | None) -> list[Path]:
