@@ -122,7 +122,7 @@ def query(
 def show(
     run: RunArg,
     steps: StepsOpt = None,
-    top: Annotated[int, typer.Option(help="Rows per table.")] = 10,
+    top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 10,
 ) -> None:
     """Print the step breakdown, top ops, op statistics and API statistics."""
     from prof_engine import open

@@ -24,7 +24,7 @@ def collect(
     with_stack: Annotated[Optional[bool], typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
     sampling_interval_ms: Annotated[Optional[float], typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
     config: Annotated[Optional[Path], typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's); options given here win.")] = None,
-    top: Annotated[int, typer.Option(help="Rows per summary table.")] = 10,
+    top: Annotated[int, typer.Option(min=1, help="Rows per summary table.")] = 10,
 ) -> None:
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
 
