@@ -122,3 +122,14 @@ def test_imports_leave_pandas_out_and_pyarrow_sees_it_after(tmp_path, jobs):
                        capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["pandas", "2"]
+
+
+def test_nothing_to_import_is_an_error_and_one_path_is_a_source(tmp_path):
+    """import_trace([]) made an empty run; a lone path (not in a list) was read as its characters."""
+    from prof_engine.errors import InputError
+
+    with pytest.raises(InputError, match="nothing to import"):
+        prof_engine.import_trace([], tmp_path / "empty")
+    assert not (tmp_path / "empty").exists()
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
+    assert _rows(prof_engine.import_trace(str(src), tmp_path / "one")) == _rows(prof_engine.import_trace([src], tmp_path / "two"))

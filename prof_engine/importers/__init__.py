@@ -133,7 +133,11 @@ def import_sources(
     caps DuckDB's memory while a unit is finalised (e.g. "256MB"; default: from the unit's number
     of records, `prof_engine.store.builder.finalize_memory_limit`).
     """
+    if isinstance(sources, (str, Path)):  # one source, not the characters of its path
+        sources = [sources]
     units = expand_sources([Path(s) for s in sources])
+    if not units:
+        raise InputError("nothing to import: no trace files or profiler directories given")
     sizes = [_size(u.path) for u in units]
     total, done = sum(sizes), 0
 
