@@ -124,6 +124,10 @@ def test_collect_runs_the_example_and_shows_its_run(tmp_path):
 def test_collect_user_errors_are_one_line(tmp_path):
     done = cli(tmp_path, "collect", "--", "bash", "train.sh")
     assert done.returncode == 1 and done.stderr.startswith("Error: bash: prof-engine collect runs Python programs")
+    done = cli(tmp_path, "collect", "-o", "run", "--", "python", "x.py")
+    assert done.returncode == 1 and done.stderr == "Error: x.py: no such file (the Python program to profile)\n"
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "x.py").write_text("")
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "manifest.json").write_text("{}")
     done = cli(tmp_path, "collect", "-o", "run", "--", "python", "x.py")

@@ -53,7 +53,9 @@ def test_steps_option_maps_onto_a_schedule():
         steps_schedule("5-3")
 
 
-def test_child_command_puts_the_runner_before_the_script():
+def test_child_command_puts_the_runner_before_the_script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
     assert child_command(["python3", "-u", "train.py", "--lr", "1"]) == [
         "python3", "-u", "-m", "prof_engine.collect.run", "train.py", "--lr", "1"]
     assert child_command(["python", "-m", "pkg.train"]) == ["python", "-m", "prof_engine.collect.run", "-m", "pkg.train"]
@@ -61,6 +63,8 @@ def test_child_command_puts_the_runner_before_the_script():
         child_command(["bash", "train.sh"])
     with pytest.raises(CollectError, match="-c is not supported"):
         child_command(["python", "-c", "print(1)"])
+    with pytest.raises(CollectError, match="trian.py: no such file"):  # refused before a run is made
+        child_command(["python", "trian.py"])
 
 
 def test_config_file_keys(tmp_path):

@@ -66,6 +66,8 @@ def child_command(command: Sequence[str]) -> list[str]:
         i += 2 if argv[i] in _OPTIONS_WITH_VALUE else 1
     if i >= len(argv):
         raise CollectError("no script to run: prof-engine collect -- python train.py ARGS")
+    if argv[i] != "-m" and not Path(argv[i]).is_file():  # before a run is made for it
+        raise CollectError(f"{argv[i]}: no such file (the Python program to profile)")
     return [*argv[:i], "-m", "prof_engine.collect.run", *argv[i:]]
 
 
