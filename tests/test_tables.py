@@ -43,3 +43,15 @@ def test_write_csv_raises_what_the_writer_raised(tmp_path):
     schema, batches = _batches()
     with pytest.raises(OSError):
         write_csv(iter(batches * 50), schema, str(tmp_path / "no such dir" / "c.csv"))
+
+
+def test_result_html_escapes_every_name_and_shows_the_first_rows():
+    """Jupyter shows a Result as an HTML table: names from the profiled program (`<lambda>`,
+    `vector<float>`, `a & b`) are escaped, in the header and in the cells; long results are cut."""
+    from prof_engine.engine.session import Result
+
+    table = pa.table({"<Name>": ["<lambda>", "vector<float> & \"x\"", None] * 10, "n": list(range(30))})
+    html = Result(table)._repr_html_()
+    assert "<lambda>" not in html and "&lt;lambda&gt;" in html and "&lt;Name&gt;" in html
+    assert "vector&lt;float&gt; &amp; &quot;x&quot;" in html
+    assert html.count("<tr>") == 1 + 20 and "30 rows × 2 columns, first 20 shown" in html

@@ -64,6 +64,20 @@ class Result:
     def __repr__(self) -> str:
         return f"<Result {self._table.num_rows} rows × {self._table.num_columns} columns: {', '.join(self.columns)}>"
 
+    def _repr_html_(self, max_rows: int = 20) -> str:
+        """A table of the first `max_rows` rows, as Jupyter shows a result. Every name and value is
+        HTML-escaped: op and kernel names come from the profiled program (`<lambda>`, templates)."""
+        from html import escape
+
+        head = self._table.slice(0, max_rows)
+        cell = lambda v: "" if v is None else escape(str(v))  # noqa: E731
+        header = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                       for row in zip(*(c.to_pylist() for c in head.columns)))
+        more = f", first {head.num_rows} shown" if head.num_rows < self._table.num_rows else ""
+        return (f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+                f"<p>{self._table.num_rows} rows × {self._table.num_columns} columns{more}</p>")
+
 
 
 def connect() -> duckdb.DuckDBPyConnection:
