@@ -145,6 +145,16 @@ def test_export_timeline(work, run):
     assert any(e.get("ph") == "X" and e.get("cat") == "overlap" for e in events)
 
 
+def test_export_timeline_into_a_directory(work, run):
+    """`export --timeline` with a directory (the default -o is .) writes timeline_<time>.json in
+    it, where it failed with a temporary file's name."""
+    (work / "tl_dir").mkdir()
+    proc = ok(cli(work, "export", run, "--timeline", "-o", "tl_dir"))
+    (written,) = (work / "tl_dir").iterdir()
+    assert written.name.startswith("timeline_") and written.suffix == ".json" and written.name in proc.stdout
+    assert json.loads(written.read_text(encoding="utf-8"))["traceEvents"]
+
+
 def test_query_json_stdout_is_data_only(work, run):
     """`query --format json` prints JSON lines on stdout and nothing else."""
     proc = ok(cli(work, "query", run, "select count(*) as n from overlap", "--format", "json"))

@@ -82,7 +82,7 @@ def import_(
 def export(
     run: RunArg,
     views: Annotated[Optional[list[str]], typer.Argument(help="Views to export (default: the summaries).")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory (or, with --timeline, the .json file).")] = Path("."),
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json).")] = Path("."),
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
     steps: StepsOpt = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,

@@ -59,8 +59,11 @@ def _sql_path(path: Path) -> str:
 
 
 def export_timeline(run: Run, target: Path | str) -> Path:
-    """Write the run as a Chrome trace JSON file (Perfetto / chrome://tracing), streaming."""
+    """Write the run as a Chrome trace JSON file (Perfetto / chrome://tracing), streaming. A
+    directory as `target` gets `timeline_<YYYYMMDDhhmmss>.json`, as views get their files."""
     target = Path(target)
+    if target.is_dir():
+        target = target / f"timeline_{dt.datetime.now().strftime('%Y%m%d%H%M%S')}.json"
     reader = run.con.sql("SELECT event FROM _timeline").to_arrow_reader(50_000)
     with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit": "ms", "otherData": {"producer": "prof-engine"}, "traceEvents": [\n')
