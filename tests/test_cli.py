@@ -151,7 +151,7 @@ def test_export_timeline_into_a_directory(work, run):
     (work / "tl_dir").mkdir()
     proc = ok(cli(work, "export", run, "--timeline", "-o", "tl_dir"))
     (written,) = (work / "tl_dir").iterdir()
-    assert written.name.startswith("timeline_") and written.suffix == ".json" and written.name in proc.stdout
+    assert written.name.startswith("timeline_") and written.suffix == ".json" and written.name in proc.stdout + proc.stderr
     assert json.loads(written.read_text(encoding="utf-8"))["traceEvents"]
 
 
