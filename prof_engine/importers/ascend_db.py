@@ -16,6 +16,9 @@ job give the same canonical tables:
   Ascend Hardware lane with kernel_details.csv.
 * COMMUNICATION_OP → comm (+ a comm row: collective, group, dtype, count);
   COMMUNICATION_TASK_INFO ⋈ TASK → comm_task (+ a comm row: src/dst rank, transport, bytes).
+* memory tables → counters and memory_events (ascend_db_memory.py); hardware counter tables
+  (AICORE_FREQ, NPU_MEM, HBM, LLC, SOC_BANDWIDTH_LEVEL, ACC_PMU) → counters as trace_view.json
+  names them (ascend_db_counters.py).
 
 Devices are `npu<deviceId>` with the device id the database records (TASK.deviceId,
 RANK_DEVICE_MAP). pid/tid are those trace_view.json would show (lane pid = OS pid << 10 |
@@ -38,6 +41,7 @@ import msgspec
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind
+from prof_engine.importers.ascend_db_counters import convert_db_counters
 from prof_engine.importers.ascend_db_memory import convert_db_memory
 from prof_engine.importers.chrome import ChromeConverter, Sink
 
@@ -45,7 +49,8 @@ DB_NAME = re.compile(r"ascend_(pytorch|mindspore)_profiler(_\d+)?\.db")
 FETCH_ROWS = 20_000
 RECORD_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
 # trace_view.json lane sort indices of this torch_npu generation (pid = os_pid << 10 | index << 5 | device).
-LANE_INDEX = {"CANN": 7, "Ascend Hardware": 13, "HCCL": 15}
+LANE_INDEX = {"CANN": 7, "Ascend Hardware": 13, "AI Core Freq": 14, "HCCL": 15, "HBM": 17, "LLC": 18, "NPU MEM": 19,
+              "Stars Soc Info": 20, "Acc PMU": 21}
 # msprof's CANN lane naming: level → layer prefix (`AscendCL@aclrtMemcpyAsync`), else `Api@`.
 LEVEL_PREFIX = {"acl": "AscendCL", "runtime": "Runtime", "model": "Model", "node": "Node", "hccl": "Hccl"}
 API_TYPES = {5000: "runtime", 5500: "hccl", 10000: "node", 15000: "model", 20000: "acl",
@@ -162,6 +167,8 @@ class DbConverter(ChromeConverter):
         for read in (self._pytorch_api, self._cann_api, self._tasks, self._comm_ops, self._comm_tasks):
             read()
         convert_db_memory(self.db, self)  # MEMORY_RECORD, NPU_MEM (APP), NPU_MODULE_MEM, OP_MEMORY
+        # AICORE_FREQ, NPU_MEM, HBM, LLC, SOC_BANDWIDTH_LEVEL, ACC_PMU
+        convert_db_counters(self.db, self, lambda lane, device: _lane_pid(self.os_pid, lane, device))
         self.finish()
         if progress:
             progress(self.db.path.stat().st_size)
