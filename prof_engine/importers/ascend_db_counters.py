@@ -21,6 +21,7 @@ pids trace_view.json gives them (`ascend_db._lane_pid`). Every table and column 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 MB = 1 << 20  # the text export's "MB/s" are MiB/s of the db's B/s
@@ -71,7 +72,7 @@ def _aicore_freq(db: Any, conv: Any, lane_pid: Any) -> None:
 
 
 def _npu_mem(db: Any, conv: Any, lane_pid: Any) -> None:
-    c = lambda n: db.col("t", "NPU_MEM", n)  # noqa: E731
+    c = partial(db.col, "t", "NPU_MEM")
     if c("type") == "NULL":
         return
     for ts, dev, kind, ddr, hbm in _rows(db, "NPU_MEM", ["s.value", c("ddr"), c("hbm")],
@@ -89,7 +90,7 @@ def _direction(value: Any) -> str | None:
 
 
 def _hbm(db: Any, conv: Any, lane_pid: Any) -> None:
-    c = lambda n: db.col("t", "HBM", n)  # noqa: E731
+    c = partial(db.col, "t", "HBM")
     if c("type") == "NULL":
         return
     for ts, dev, hbm_id, way, bandwidth in _rows(db, "HBM", [c("hbmId"), "s.value", c("bandwidth")],
@@ -99,7 +100,7 @@ def _hbm(db: Any, conv: Any, lane_pid: Any) -> None:
 
 
 def _llc(db: Any, conv: Any, lane_pid: Any) -> None:
-    c = lambda n: db.col("t", "LLC", n)  # noqa: E731
+    c = partial(db.col, "t", "LLC")
     if c("mode") == "NULL":
         return
     for ts, dev, llc_id, way, hit_rate, throughput in _rows(
@@ -113,14 +114,14 @@ def _llc(db: Any, conv: Any, lane_pid: Any) -> None:
 
 
 def _soc_bandwidth(db: Any, conv: Any, lane_pid: Any) -> None:
-    c = lambda n: db.col("t", "SOC_BANDWIDTH_LEVEL", n)  # noqa: E731
+    c = partial(db.col, "t", "SOC_BANDWIDTH_LEVEL")
     for ts, dev, l2, mata in _rows(db, "SOC_BANDWIDTH_LEVEL", [c("l2BufferBwLevel"), c("mataBwLevel")]):
         for name, value in (("L2 Buffer Bw Level", l2), ("Mata Bw Level", mata)):
             _add(conv, lane_pid, "Stars Soc Info", dev, name, ts, {name: value})
 
 
 def _acc_pmu(db: Any, conv: Any, lane_pid: Any) -> None:
-    c = lambda n: db.col("t", "ACC_PMU", n)  # noqa: E731
+    c = partial(db.col, "t", "ACC_PMU")
     for ts, dev, acc_id, *levels in _rows(db, "ACC_PMU", [c("accId"), *(c(col) for _, col in ACC_PMU)]):
         for (name, _), level in zip(ACC_PMU, levels):
             if level is not None:
