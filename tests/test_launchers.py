@@ -98,3 +98,36 @@ def test_only_older_runs_read_the_host_ops_to_name_a_kernels_op(run_dir, tmp_pat
 
     assert scans(run_dir) == 1
     assert scans(_as_older_run(run_dir, tmp_path / "old")) == 2
+
+
+LAUNCHES = ('SELECT "Task Name", "OP Type", "Launch API", "Correlation", "Launch Duration(us)", "Task Duration(us)", '
+            '"Launch Delay(us)" FROM kernel_launch')
+
+
+def test_kernel_launch_pairs_each_task_with_the_call_that_launched_it(run_dir):
+    """HTA's launch statistics: the call's duration, the task's, and the delay from the call's end
+    to the task's start; a task whose launch the trace lacks is left out."""
+    with prof_engine.open(run_dir) as run:
+        assert run.sql(LAUNCHES).rows() == [
+            ("gemm_kernel", "aten::mm", "cudaLaunchKernel", 11, 5.0, 8.0, 3.0),  # call 12..17, task at 20
+            ("memset_kernel", "cudaMemsetAsync", "cudaMemsetAsync", 12, 3.0, 2.0, 2.0),
+            ("add_kernel", "aten::add", "cudaLaunchKernel", 13, 2.0, 3.0, 2.0),
+        ]
+
+
+def test_kernel_launch_takes_the_innermost_call_of_a_correlation(tmp_path):
+    """CANN's layers share a correlation id (AscendCL@... around Node@launch): the launch is the
+    innermost, latest call, and each task appears once."""
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("AscendCL@aclnnAdd", 10, 20, cat="cuda_runtime", correlation=5),
+        x("Node@launch", 15, 4, cat="cuda_runtime", correlation=5),
+        _kernel("Add", 22, 6, 5),
+        _kernel("Add_tail", 29, 1, 5),
+    ]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run) as r:
+        assert [row[2:] for row in r.sql(LAUNCHES).rows()] == [
+            ("Node@launch", 5, 4.0, 6.0, 3.0),  # 22 - (15 + 4)
+            ("Node@launch", 5, 4.0, 1.0, 10.0),
+        ]
