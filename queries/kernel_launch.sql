@@ -12,21 +12,21 @@
 -- column `Task Name` VARCHAR: kernel or task name
 -- column `Task Type` VARCHAR: core or task type (KERNEL, COMMUNICATION, MEMCPY, MEMSET, AI_CORE, ...)
 -- column `OP Type` VARCHAR: the op the task belongs to (as op_summary)
--- column `Launch API` VARCHAR: the runtime call that launched it (the latest call with its correlation id)
+-- column `Launch API` VARCHAR: the runtime call that launched it (the latest one with its correlation id)
 -- column `Correlation` BIGINT: correlation id linking the call and the task
 -- column `Launch Start(us)` DECIMAL(26,3): the call's start, µs since the Unix epoch
 -- column `Launch Duration(us)` DOUBLE: the call's duration, µs
 -- column `Task Start(us)` DECIMAL(26,3): the task's start, µs since the Unix epoch
 -- column `Task Duration(us)` DOUBLE: the task's duration, µs
 -- column `Launch Delay(us)` DOUBLE: task start − end of the call, µs (negative: the task started before the call returned)
--- Tasks with no launching call in the trace (no correlation id, or its call not recorded) are left out.
-WITH launches AS (  -- one call per correlation id: where several share one (CANN's layers), the innermost
-    SELECT rank, correlation, arg_max(name, ts) AS name, max(ts) AS ts, arg_max(dur, ts) AS dur
-    FROM slices WHERE kind = 'api' AND correlation IS NOT NULL GROUP BY rank, correlation
-)
+-- One call per task: the latest-starting call with its correlation id (CANN's layers could share
+-- one id: the innermost), whenever it started (Ascend tasks may start a few µs before their
+-- Node@launch call by the host clock). An ASOF join picks it without grouping the calls; a task
+-- with no call in the trace is left out.
 SELECT t.rank AS "Rank", t.device AS "Device", t.step AS "Step", t.name AS "Task Name", t.task_type AS "Task Type",
-       t.op_type AS "OP Type", l.name AS "Launch API", t.correlation AS "Correlation",
-       us_ts(l.ts) AS "Launch Start(us)", us(l.dur) AS "Launch Duration(us)",
-       us_ts(t.ts) AS "Task Start(us)", us(t.dur) AS "Task Duration(us)", us(t.ts - (l.ts + l.dur)) AS "Launch Delay(us)"
-FROM _task_ops t JOIN launches l ON l.rank = t.rank AND l.correlation = t.correlation
-ORDER BY "Rank", "Device", t.ts, t.id
+       t.op_type AS "OP Type", c.name AS "Launch API", t.correlation AS "Correlation",
+       us_ts(c.ts) AS "Launch Start(us)", us(c.dur) AS "Launch Duration(us)",
+       us_ts(t.ts) AS "Task Start(us)", us(t.dur) AS "Task Duration(us)", us(t.ts - (c.ts + c.dur)) AS "Launch Delay(us)"
+FROM (SELECT *, 9223372036854775807 AS any_time FROM _task_ops) t
+ASOF JOIN (SELECT rank, correlation, ts, dur, name FROM slices WHERE kind = 'api' AND correlation IS NOT NULL) c
+  ON c.rank = t.rank AND c.correlation = t.correlation AND c.ts <= t.any_time

@@ -101,7 +101,7 @@ def test_only_older_runs_read_the_host_ops_to_name_a_kernels_op(run_dir, tmp_pat
 
 
 LAUNCHES = ('SELECT "Task Name", "OP Type", "Launch API", "Correlation", "Launch Duration(us)", "Task Duration(us)", '
-            '"Launch Delay(us)" FROM kernel_launch')
+            '"Launch Delay(us)" FROM kernel_launch ORDER BY "Task Start(us)"')
 
 
 def test_kernel_launch_pairs_each_task_with_the_call_that_launched_it(run_dir):
@@ -116,18 +116,22 @@ def test_kernel_launch_pairs_each_task_with_the_call_that_launched_it(run_dir):
 
 
 def test_kernel_launch_takes_the_innermost_call_of_a_correlation(tmp_path):
-    """CANN's layers share a correlation id (AscendCL@... around Node@launch): the launch is the
-    innermost, latest call, and each task appears once."""
+    """CANN's layers could share a correlation id (AscendCL@... around Node@launch): the launch is
+    the innermost, latest call, and each task appears once, even one that starts before its call."""
     events = [
         x("ProfilerStep#1", 0, 100, cat="user_annotation"),
         x("AscendCL@aclnnAdd", 10, 20, cat="cuda_runtime", correlation=5),
         x("Node@launch", 15, 4, cat="cuda_runtime", correlation=5),
         _kernel("Add", 22, 6, 5),
         _kernel("Add_tail", 29, 1, 5),
+        # a task that starts before its call by the host's clock (as Ascend tasks may) still has it
+        x("Node@launch", 50, 4, cat="cuda_runtime", correlation=6),
+        _kernel("Early", 48, 1, 6),
     ]
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     with prof_engine.open(run) as r:
         assert [row[2:] for row in r.sql(LAUNCHES).rows()] == [
             ("Node@launch", 5, 4.0, 6.0, 3.0),  # 22 - (15 + 4)
             ("Node@launch", 5, 4.0, 1.0, 10.0),
+            ("Node@launch", 6, 4.0, 1.0, -6.0),  # 48 - (50 + 4)
         ]
