@@ -134,6 +134,22 @@ def show(
 
 
 @app.command()
+def report(
+    run: RunArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The .html file, or a directory for report.html.")] = Path("report.html"),
+    steps: StepsOpt = None,
+    top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 20,
+) -> None:
+    """Write one self-contained HTML page: the step breakdown as a chart, top ops, op types, API calls.
+    Example: [bold]prof-engine report run -o run.html[/bold]"""
+    from prof_engine import open
+    from prof_engine.cli.render import err
+
+    with open(run, steps) as r:
+        err.print(f"wrote {r.report(output, top)}")
+
+
+@app.command()
 def views() -> None:
     """List the views with what each answers."""
     from prof_engine import Run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import decimal
 import math
 import sys
 
@@ -11,23 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from prof_engine.engine import Result
-from prof_engine.engine.tables import write_csv
+from prof_engine.engine.tables import cell_text, write_csv
 
 # Piped output is not cut to 80 columns: tables stay whole for `less -S` and logs.
 out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True, soft_wrap=True)
-
-
-def _cell(v: object) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if not math.isfinite(v):  # inf, -inf, nan (a division by zero in a user's SQL)
-            return str(v)
-        return f"{v:,.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    return str(v)
 
 
 def table(result: Result, title: str | None = None, limit: int | None = None, max_width: int = 48) -> None:
@@ -41,7 +28,7 @@ def table(result: Result, title: str | None = None, limit: int | None = None, ma
             t.add_column(name, max_width=max_width, no_wrap=True, overflow="ellipsis")
     rows = result.rows()
     for row in rows[:limit] if limit else rows:
-        t.add_row(*(_cell(v) for v in row))
+        t.add_row(*(cell_text(v) for v in row))
     out.print(t)
     if limit and len(rows) > limit:
         out.print(f"[dim]… {len(rows) - limit} more rows[/dim]")

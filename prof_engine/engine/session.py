@@ -165,6 +165,12 @@ class Run:
 
         return export_views(self, out_dir, views, fmt)
 
+    def report(self, target: Path | str = "report.html", top: int = 20) -> Path:
+        """Write the run as one self-contained HTML page (the `show` tables, a step chart)."""
+        from prof_engine.engine.report import write_report
+
+        return write_report(self, target, top)
+
     def export_timeline(self, target: Path | str) -> Path:
         """Write the run as a Chrome trace JSON file with Overlap Analysis lanes."""
         from prof_engine.engine.export import export_timeline

@@ -1,7 +1,9 @@
-"""Arrow-side output helpers shared by exports and the CLI: formula neutralisation, CSV writing."""
+"""Arrow-side output helpers shared by exports and the CLI: formula neutralisation, CSV writing,
+cells as people read them."""
 
 from __future__ import annotations
 
+import math
 import threading
 from queue import Queue
 from typing import IO
@@ -13,6 +15,18 @@ import pyarrow.csv as pacsv
 # A cell a spreadsheet would evaluate: starts with = + - @, a tab or a carriage return.
 FORMULA_START = r"^[=+\-@\t\r]"
 _DONE = object()  # the end of write_csv's batches
+
+
+def cell_text(v: object) -> str:
+    """A value as a report shows it: numbers with thousands separators and at most 3 decimals
+    (ns precision of µs values), `inf`/`nan` as such, NULL as nothing."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if not math.isfinite(v):  # inf, -inf, nan (a division by zero in a user's SQL)
+            return str(v)
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if v != int(v) else f"{int(v):,}"
+    return str(v)
 
 
 def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
