@@ -180,3 +180,24 @@ def test_only_runs_of_older_schema_versions_have_every_footer_read(tmp_path, mon
     with prof_engine.open(run) as r:
         assert r.sql(query).rows() == rows
     assert read and all(n > 0 for n in read)
+
+
+def test_a_query_that_spills_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A query larger than DuckDB's memory spills to a directory of its own under the system's
+    temporary directory, gone once the run is closed; never to `.tmp` in the current directory."""
+    import tempfile
+    from pathlib import Path
+
+    from conftest import write_trace, x
+
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("op", 1, 1)])], tmp_path / "run")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = prof_engine.open(run)
+    (spill,) = r.con.execute("SELECT current_setting('temp_directory')").fetchone()
+    r.con.execute("SET memory_limit = '64MB'")
+    assert r.sql("SELECT count(*) FROM (SELECT * FROM range(20000000) t(a) ORDER BY hash(a))").rows() == [(20_000_000,)]
+    assert Path(spill).is_dir() and Path(spill).parent == Path(tempfile.gettempdir())  # it did spill, there
+    r.close()
+    assert list(work.iterdir()) == [] and not Path(spill).exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,10 +83,15 @@ class Result:
 
 
 def connect() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection for runs and their views: insertion order kept, no progress bar."""
-    con = duckdb.connect(config={"preserve_insertion_order": True})
+    """A DuckDB connection for runs and their views: insertion order kept, no progress bar. What a
+    query spills goes to a directory of its own under the system's temporary directory, which
+    DuckDB creates on the first spill and removes on close (its default, `.tmp` in the current
+    directory, would litter the user's directory, or fail where it is read-only)."""
+    con = duckdb.connect(config={"preserve_insertion_order": True,
+                                 "temp_directory": str(Path(tempfile.gettempdir()) / f"prof-engine-{uuid.uuid4().hex}")})
     no_progress_bar(con)
     return con
+
 
 class Run:
     """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
