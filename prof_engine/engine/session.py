@@ -72,9 +72,8 @@ class Result:
         from html import escape
 
         head = self._table.slice(0, max_rows)
-        cell = lambda v: "" if v is None else escape(str(v))  # noqa: E731
         header = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+        body = "".join("<tr>" + "".join(f"<td>{'' if v is None else escape(str(v))}</td>" for v in row) + "</tr>"
                        for row in zip(*(c.to_pylist() for c in head.columns)))
         more = f", first {head.num_rows} shown" if head.num_rows < self._table.num_rows else ""
         return (f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
