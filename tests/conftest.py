@@ -46,6 +46,29 @@ def x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int | str = 1,
 
 
 @pytest.fixture(scope="session")
+def torch_npu_db_run(tmp_path_factory):
+    """(source, open run) of the torch_npu 2-rank `.db` fixture (another session of the text
+    fixture's job), imported once for the session."""
+    import prof_engine
+
+    src = fixture_path("ascend", "torch_npu_2rank_level1_db")
+    run = prof_engine.open(prof_engine.import_trace([src], tmp_path_factory.mktemp("npu_db") / "run"))
+    yield src, run
+    run.close()
+
+
+def ascend_database(src: Path, rank: int, name: str | None = None):
+    """Rank `rank`'s profiler database (or its `name`) in the `.db` fixture at `src`, read-only,
+    rows as sqlite3.Row (by index or by column name)."""
+    import sqlite3
+
+    path = src / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / (name or f"ascend_pytorch_profiler_{rank}.db")
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    return con
+
+
+@pytest.fixture(scope="session")
 def torch_npu_text_run(tmp_path_factory):
     """(source, open run) of the torch_npu 2-rank text fixture, imported once for the session."""
     import prof_engine

@@ -31,7 +31,7 @@ import sqlite3
 import pytest
 
 import prof_engine
-from conftest import fixture_path
+from conftest import ascend_database, fixture_path
 from prof_engine.errors import InputError
 
 POLLING_APIS = ("aclrtQueryEventStatus",)
@@ -44,22 +44,9 @@ STEP_TRACE_COLUMNS = {  # analysis.db StepTraceTime column → step_trace column
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    db_src = fixture_path("ascend", "torch_npu_2rank_level1_db")
-    text_src = fixture_path("ascend", "torch_npu_2rank_level1_text")
-    tmp = tmp_path_factory.mktemp("ascend_db")
-    db_run = prof_engine.open(prof_engine.import_trace([db_src], tmp / "db"))
-    text_run = prof_engine.open(prof_engine.import_trace([text_src], tmp / "text"))
-    yield db_src, db_run, text_run
-    db_run.close()
-    text_run.close()
-
-
-def _database(src, rank: int, name: str | None = None) -> sqlite3.Connection:
-    path = src / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / (name or f"ascend_pytorch_profiler_{rank}.db")
-    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    con.row_factory = sqlite3.Row
-    return con
+def runs(torch_npu_db_run, torch_npu_text_run):
+    """(db source, db run, text run), imported once for the session (conftest)."""
+    return torch_npu_db_run[0], torch_npu_db_run[1], torch_npu_text_run[1]
 
 
 def _rows(run, sql: str, *params) -> list[dict]:
@@ -111,7 +98,7 @@ def test_api_statistic_has_the_text_forms_apis_and_counts(runs, rank):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_step_trace_matches_the_vendors_analysis_db(runs, rank):
     src, db_run, _ = runs
-    with _database(src, rank, "analysis.db") as con:
+    with ascend_database(src, rank, "analysis.db") as con:
         (vendor,) = [dict(r) for r in con.execute("SELECT * FROM StepTraceTime")]
     (ours,) = _rows(db_run, """SELECT * FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL""", rank)
     assert ours["Step"] == int(vendor["step"])
@@ -135,7 +122,7 @@ def test_step_trace_has_the_text_forms_shape(runs, rank):
 def test_op_statistic_times_match_the_database(runs, rank):
     """Device op_statistic = COMPUTE_TASK_INFO ⋈ TASK grouped by op type and core type, straight from sqlite."""
     src, db_run, _ = runs
-    with _database(src, rank) as con:
+    with ascend_database(src, rank) as con:
         want = {(r["op"], r["core"]): r for r in con.execute("""
             SELECT o.value AS op, c.value AS core, count(*) AS n, sum(t.endNs - t.startNs) / 1e3 AS total,
                    min(t.endNs - t.startNs) / 1e3 AS lo, avg(t.endNs - t.startNs) / 1e3 AS mean,
@@ -158,7 +145,7 @@ def test_op_statistic_times_match_the_database(runs, rank):
 def test_api_statistic_times_match_the_database(runs, rank):
     """api_statistic = CANN_API grouped by level (ENUM_API_TYPE) and name, straight from sqlite."""
     src, db_run, _ = runs
-    with _database(src, rank) as con:
+    with ascend_database(src, rank) as con:
         want = {(r["level"], r["name"]): r for r in con.execute("""
             SELECT e.name AS level, s.value AS name, count(*) AS n, sum(a.endNs - a.startNs) / 1e3 AS total,
                    min(a.endNs - a.startNs) / 1e3 AS lo, avg(a.endNs - a.startNs) / 1e3 AS mean,

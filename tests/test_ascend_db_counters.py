@@ -14,26 +14,15 @@ import sqlite3
 import pytest
 
 import prof_engine
-from conftest import fixture_path
+from conftest import ascend_database, fixture_path
 
 MEMORY = "name LIKE '%memory/%'"  # the memory tables' counters (test_ascend_db_memory.py)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    db_src = fixture_path("ascend", "torch_npu_2rank_level1_db")
-    text_src = fixture_path("ascend", "torch_npu_2rank_level1_text")
-    tmp = tmp_path_factory.mktemp("ascend_db_counters")
-    db_run = prof_engine.open(prof_engine.import_trace([db_src], tmp / "db"))
-    text_run = prof_engine.open(prof_engine.import_trace([text_src], tmp / "text"))
-    yield db_src, db_run, text_run
-    db_run.close()
-    text_run.close()
-
-
-def _database(src, rank: int) -> sqlite3.Connection:
-    path = src / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
-    return sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+def runs(torch_npu_db_run, torch_npu_text_run):
+    """(db source, db run, text run), imported once for the session (conftest)."""
+    return torch_npu_db_run[0], torch_npu_db_run[1], torch_npu_text_run[1]
 
 
 def _tracks(run, rank: int) -> dict[tuple[str, str], tuple[int, float]]:
@@ -56,7 +45,7 @@ def test_tracks_are_the_text_forms(runs, rank):
 def test_values_are_the_databases(runs, rank):
     """Each track's samples and sum, from the database by independent SQL, in the text form's units."""
     src, db_run, _ = runs
-    con = _database(src, rank)
+    con = ascend_database(src, rank)
     try:
         want = {("AI Core Freq", "MHz"): con.execute("SELECT count(*), sum(freq) FROM AICORE_FREQ").fetchone()}
         for hbm, way, n, total in con.execute(

@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 
 import prof_engine
-from conftest import fixture_path
+from conftest import ascend_database, fixture_path
 
 MIB = 1024 * 1024
 # Per component, every sample the text form's memory_record.csv / npu_module_mem.csv would hold:
@@ -35,20 +35,9 @@ HAVING coalesce(max(allocated), 0) > 0 OR coalesce(max(reserved), 0) > 0
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    db_src = fixture_path("ascend", "torch_npu_2rank_level1_db")
-    text_src = fixture_path("ascend", "torch_npu_2rank_level1_text")
-    tmp = tmp_path_factory.mktemp("ascend_db_memory")
-    db_run = prof_engine.open(prof_engine.import_trace([db_src], tmp / "db"))
-    text_run = prof_engine.open(prof_engine.import_trace([text_src], tmp / "text"))
-    yield db_src, db_run, text_run
-    db_run.close()
-    text_run.close()
-
-
-def _database(src, rank: int) -> sqlite3.Connection:
-    path = src / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
-    return sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+def runs(torch_npu_db_run, torch_npu_text_run):
+    """(db source, db run, text run), imported once for the session (conftest)."""
+    return torch_npu_db_run[0], torch_npu_db_run[1], torch_npu_text_run[1]
 
 
 def _memory(run, rank: int) -> dict[str, tuple]:
@@ -60,7 +49,7 @@ def _memory(run, rank: int) -> dict[str, tuple]:
 @pytest.mark.parametrize("rank", [0, 1])
 def test_memory_peaks_equal_the_databases_maxima(runs, rank):
     src, db_run, _ = runs
-    con = _database(src, rank)
+    con = ascend_database(src, rank)
     try:
         expected = {c: (a, r, n) for c, a, r, n in con.execute(PEAKS_SQL)}
     finally:
@@ -108,7 +97,7 @@ def test_counter_tracks_and_series_are_the_text_forms(runs, rank):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_memory_events_are_op_memorys_allocations_and_releases(runs, rank):
     src, db_run, _ = runs
-    con = _database(src, rank)
+    con = ascend_database(src, rank)
     try:
         allocations, releases, allocated, released = con.execute(
             """SELECT count(*) FILTER (WHERE allocationTime IS NOT NULL AND size >= 0),
