@@ -57,6 +57,19 @@ def torch_npu_db_run(tmp_path_factory):
     run.close()
 
 
+def ascend_db_copy(tmp_path: Path) -> Path:
+    """A writable copy of rank 0's profiler database of the `.db` fixture, in a rank directory of
+    its own under `tmp_path` (import `tmp_path`); returns the database's path."""
+    import shutil
+
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    db = out / "ascend_pytorch_profiler_0.db"
+    shutil.copyfile(fixture_path("ascend", "torch_npu_2rank_level1_db", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT",
+                                 "ascend_pytorch_profiler_0.db"), db)
+    return db
+
+
 def ascend_database(src: Path, rank: int, name: str | None = None):
     """Rank `rank`'s profiler database (or its `name`) in the `.db` fixture at `src`, read-only,
     rows as sqlite3.Row (by index or by column name)."""

@@ -25,13 +25,12 @@ Differences between the forms that the db cannot remove (all outside every view)
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 import pytest
 
 import prof_engine
-from conftest import ascend_database, fixture_path
+from conftest import ascend_database, ascend_db_copy
 from prof_engine.errors import InputError
 
 POLLING_APIS = ("aclrtQueryEventStatus",)
@@ -204,11 +203,7 @@ def test_a_file_that_is_not_sqlite_is_one_error_naming_it(tmp_path):
 
 def test_column_names_that_drift_are_tolerated(tmp_path):
     """Newer schemas rename blockDim → blockNum and drop columns; a required column missing is an error."""
-    src = fixture_path("ascend", "torch_npu_2rank_level1_db", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT",
-                       "ascend_pytorch_profiler_0.db")
-    out = _rank_dir(tmp_path)
-    db = out / "ascend_pytorch_profiler_0.db"
-    shutil.copyfile(src, db)
+    db = ascend_db_copy(tmp_path)
     with sqlite3.connect(db) as con:
         con.execute("ALTER TABLE COMPUTE_TASK_INFO RENAME COLUMN blockDim TO blockNum")
         con.execute("ALTER TABLE TASK DROP COLUMN modelId")

@@ -8,13 +8,12 @@ the text form (a wrong unit, e.g. MB = 10^6 bytes instead of 2^20, is 4.9 % off)
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 import pytest
 
 import prof_engine
-from conftest import ascend_database, fixture_path
+from conftest import ascend_database, ascend_db_copy
 
 MEMORY = "name LIKE '%memory/%'"  # the memory tables' counters (test_ascend_db_memory.py)
 
@@ -108,12 +107,7 @@ def test_lanes_and_devices_are_the_text_forms(runs):
 
 def test_missing_counter_tables_are_skipped(tmp_path):
     """Counters off (no hardware metrics collected): the tables are absent, the rest imports."""
-    src = fixture_path("ascend", "torch_npu_2rank_level1_db", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT",
-                       "ascend_pytorch_profiler_0.db")
-    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    out.mkdir(parents=True)
-    db = out / "ascend_pytorch_profiler_0.db"
-    shutil.copyfile(src, db)
+    db = ascend_db_copy(tmp_path)
     with sqlite3.connect(db) as con:
         for table in ("AICORE_FREQ", "HBM", "LLC", "SOC_BANDWIDTH_LEVEL", "ACC_PMU", "NPU_MEM"):
             con.execute(f"DROP TABLE {table}")

@@ -7,13 +7,12 @@ with sqlite3) and only the structure against the text form: components, devices,
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 import pytest
 
 import prof_engine
-from conftest import ascend_database, fixture_path
+from conftest import ascend_database, ascend_db_copy
 
 MIB = 1024 * 1024
 # Per component, every sample the text form's memory_record.csv / npu_module_mem.csv would hold:
@@ -132,12 +131,7 @@ def test_memory_events_rows_match_the_text_forms_shape(runs, rank):
 
 def test_missing_memory_tables_are_skipped_and_drifting_names_tolerated(tmp_path):
     """profile_memory off leaves the memory tables out: the rest imports, memory is empty."""
-    src = fixture_path("ascend", "torch_npu_2rank_level1_db", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT",
-                       "ascend_pytorch_profiler_0.db")
-    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    out.mkdir(parents=True)
-    db = out / "ascend_pytorch_profiler_0.db"
-    shutil.copyfile(src, db)
+    db = ascend_db_copy(tmp_path)
     with sqlite3.connect(db) as con:
         for table in ("OP_MEMORY", "NPU_MEM", "NPU_MODULE_MEM"):
             con.execute(f"DROP TABLE {table}")
