@@ -2,9 +2,10 @@
 -- answers: the run as Chrome trace events (one JSON object per row, ordered by lane) that
 --   Perfetto and chrome://tracing open: a process per rank and device, threads as recorded
 --   (streams on devices), plus an "Overlap Analysis" process per device with one thread per lane,
---   as in Ascend timelines. Written by `prof-engine export RUN --timeline -o FILE.json`.
+--   as in Ascend timelines, and the flows as arrows between their slices. Written by
+--   `prof-engine export RUN --timeline -o FILE.json`.
 -- matches: msprof msprof_*.json / torch_npu trace_view.json (lanes and Overlap Analysis).
--- requires: slices, marks, counters, _overlap, _units
+-- requires: slices, marks, counters, flows, _overlap, _units
 CREATE OR REPLACE VIEW _timeline AS
 WITH ov AS MATERIALIZED (
     SELECT key.rank AS rank, key.device AS device, type, s, e FROM _overlap
@@ -20,6 +21,13 @@ WITH ov AS MATERIALIZED (
     SELECT *, coalesce(try_cast(regexp_extract(thread, '(\d+)$') AS BIGINT), hash(thread) % 100000) AS tid FROM threads
 ), lane_types(type, tid) AS (
     VALUES ('Computing', 0), ('Communication', 1), ('Communication(Not Overlapped)', 2), ('Free', 3)
+), endpoints AS (
+    -- a flow names its ends by the source's pid and tid (Kineto: a launch on the host's thread, its
+    -- kernel on the GPU's pid and stream): the process and thread of this timeline that the records
+    -- of that pid and tid are on
+    SELECT rank, pid, tid, min(device) AS device,
+           min(coalesce(CASE WHEN device <> 'host' THEN 'stream ' || stream END, tid, '0')) AS thread
+    FROM slices WHERE rank IN (SELECT DISTINCT rank FROM flows) GROUP BY rank, pid, tid
 )
 SELECT json_object('ph', 'M', 'name', 'process_name', 'pid', pid, 'tid', 0,
                    'args', json_object('name', 'Rank ' || rank || ' ' || device)) AS event
@@ -53,4 +61,11 @@ SELECT json_object('ph', 'i', 's', coalesce(m.scope, 't'), 'cat', m.category, 'n
 FROM marks m JOIN lanes l USING (rank, device)
 UNION ALL
 SELECT json_object('ph', 'C', 'name', c.name, 'pid', l.pid, 'ts', us_ts(c.ts), 'args', json_object(c.series, c.value))
-FROM counters c JOIN lanes l USING (rank, device);
+FROM counters c JOIN lanes l USING (rank, device)
+UNION ALL
+-- flow arrows (launch → kernel, forward → backward, enqueue → dequeue), bound to the slice they are in
+SELECT json_object('ph', f.phase, 'id', f.flow_id, 'cat', f.category, 'name', f.category, 'pid', l.pid, 'tid', t.tid,
+                   'ts', us_ts(f.ts), 'bp', 'e')
+FROM flows f JOIN endpoints e ON e.rank = f.rank AND e.pid IS NOT DISTINCT FROM f.pid AND e.tid IS NOT DISTINCT FROM f.tid
+JOIN lanes l ON l.rank = e.rank AND l.device = e.device
+JOIN tids t ON t.rank = e.rank AND t.device = e.device AND t.thread = e.thread;

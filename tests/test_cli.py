@@ -145,6 +145,26 @@ def test_export_timeline(work, run):
     assert any(e.get("ph") == "X" and e.get("cat") == "overlap" for e in events)
 
 
+def test_export_timeline_draws_flows_between_their_slices(tmp_path):
+    """A flow names its ends by the source's pid and tid (Kineto: the launch on the host thread, the
+    kernel on the GPU's pid and stream): in the timeline each end is on the process and thread of
+    the slice it binds to, so Perfetto draws the arrow from the launch to the kernel."""
+    from conftest import write_trace, x
+
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
+              x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
+              {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+              {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+    write_trace(tmp_path / "t.json", events)
+    ok(cli(tmp_path, "import", "t.json", "-o", "run"))
+    ok(cli(tmp_path, "export", "run", "--timeline", "-o", "tl.json"))
+    out = json.loads((tmp_path / "tl.json").read_text(encoding="utf-8"))["traceEvents"]
+    where = {e["name"]: (e["pid"], e["tid"]) for e in out if e["ph"] == "X"}
+    flows = {e["ph"]: (e["pid"], e["tid"]) for e in out if e.get("cat") == "ac2g"}
+    assert flows == {"s": where["cudaLaunchKernel"], "f": where["gemm"]} and where["gemm"] != where["cudaLaunchKernel"]
+
+
 def test_export_timeline_into_a_directory(work, run):
     """`export --timeline` with a directory (the default -o is .) writes timeline_<time>.json in
     it, where it failed with a temporary file's name."""
