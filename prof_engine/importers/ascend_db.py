@@ -18,7 +18,7 @@ job give the same canonical tables:
   COMMUNICATION_TASK_INFO ⋈ TASK → comm_task (+ a comm row: src/dst rank, transport, bytes).
 * memory tables → counters and memory_events (ascend_db_memory.py); hardware counter tables
   (AICORE_FREQ, NPU_MEM, HBM, LLC, SOC_BANDWIDTH_LEVEL, ACC_PMU) → counters as trace_view.json
-  names them (ascend_db_counters.py).
+  names them (ascend_db_counters.py); connectionCats → flows (ascend_db_flows.py).
 
 Devices are `npu<deviceId>` with the device id the database records (TASK.deviceId,
 RANK_DEVICE_MAP). pid/tid are those trace_view.json would show (lane pid = OS pid << 10 |
@@ -42,6 +42,7 @@ from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind
 from prof_engine.importers.ascend_db_counters import convert_db_counters
+from prof_engine.importers.ascend_db_flows import convert_db_flows
 from prof_engine.importers.ascend_db_memory import convert_db_memory
 from prof_engine.importers.chrome import ChromeConverter, Sink
 
@@ -169,6 +170,8 @@ class DbConverter(ChromeConverter):
         convert_db_memory(self.db, self)  # MEMORY_RECORD, NPU_MEM (APP), NPU_MODULE_MEM, OP_MEMORY
         # AICORE_FREQ, NPU_MEM, HBM, LLC, SOC_BANDWIDTH_LEVEL, ACC_PMU
         convert_db_counters(self.db, self, lambda lane, device: _lane_pid(self.os_pid, lane, device))
+        kernels = self._kernel_list()
+        convert_db_flows(self.db, self, self._flow_end, lambda ttype, listed: task_kind(ttype, listed, kernels))
         self.finish()
         if progress:
             progress(self.db.path.stat().st_size)
@@ -183,6 +186,27 @@ class DbConverter(ChromeConverter):
 
     def _add_comm(self, device: str, **values: Any) -> None:
         self.add_row("comm", dict(values, slice_id=self.seq, rank=self.file_index, device=device))
+
+    # -- where records go: (device, pid, tid) as trace_view.json has them --------------------------
+    def _framework_thread(self, gtid: Any) -> tuple[str, str | None, str | None]:
+        return ("host", str(gtid >> 32), str(gtid & 0xFFFFFFFF)) if gtid is not None else ("host", None, None)
+
+    def _cann_thread(self, gtid: Any) -> tuple[str, str | None, str | None]:
+        pid = _lane_pid(gtid >> 32 if gtid is not None else self.os_pid, "CANN", self.device)
+        return "host", pid, str(gtid & 0xFFFFFFFF) if gtid is not None else None
+
+    def _task_stream(self, dev: Any, gpid: Any, stream: Any) -> tuple[str, str | None, str | None]:
+        dev = self.device if dev is None else int(dev)
+        pid = _lane_pid(gpid if gpid is not None else self.os_pid, "Ascend Hardware", dev)
+        return f"npu{dev}", pid, None if stream is None else str(stream)
+
+    def _hccl_group(self) -> tuple[str, str | None, str | None]:
+        return f"npu{self.device}", _lane_pid(self.os_pid, "HCCL", self.device), "0"
+
+    def _flow_end(self, source: str, row: tuple) -> tuple[str, str | None, str | None]:
+        """(device, pid, tid) of a record of `source` from its row's thread or stream columns."""
+        return {"PYTORCH_API": self._framework_thread, "CANN_API": self._cann_thread, "TASK": self._task_stream,
+                "COMMUNICATION_OP": self._hccl_group}[source](*row)
 
     def _lane(self, pid: str, tid: str | None, process: str, labels: str, thread: str | None) -> None:
         if (pid, "") not in self.lanes:
@@ -208,7 +232,7 @@ class DbConverter(ChromeConverter):
             level = self.api_types.get(typ, "op") if typ is not None else "op"
             category = PYTORCH_CATEGORY.get(level) or (name.split("@")[0].lower() if level == "queue" else level)
             shapes, dtypes = _dims_and_types(dtypes, shapes)
-            pid, tid = (str(gtid >> 32), str(gtid & 0xFFFFFFFF)) if gtid is not None else (None, None)
+            _, pid, tid = self._framework_thread(gtid)
             args = self._op_args(level, seq, fwd, shapes, dtypes, stacks.get(chain), conn)
             self._add_slice("PYTORCH_API", classify.kind_of(category, name, False), name, start, end, device="host",
                         category=category, pid=pid, tid=tid, input_shapes=shapes, input_types=dtypes, args=args)
@@ -247,8 +271,7 @@ class DbConverter(ChromeConverter):
             if start is None or end is None:
                 continue
             level = self.api_types.get(typ, str(typ)) if typ is not None else None
-            pid = _lane_pid(gtid >> 32 if gtid is not None else self.os_pid, "CANN", self.device)
-            tid = str(gtid & 0xFFFFFFFF) if gtid is not None else None
+            _, pid, tid = self._cann_thread(gtid)
             args = {"Thread Id": int(tid) if tid else None, "level": level, "id": api, "connection_id": conn}
             self._add_slice("CANN_API", "api", f"{LEVEL_PREFIX.get(level or '', 'Api')}@{api or ''}", start, end,
                         device="host", pid=pid, tid=tid, correlation=conn, args=_JSON.encode(args).decode())
@@ -261,7 +284,7 @@ class DbConverter(ChromeConverter):
             return
         t = lambda *n: db.col("t", "TASK", *n)  # noqa: E731
         compute = db.has("COMPUTE_TASK_INFO", "globalTaskId")
-        kernels = compute and db.scalar("SELECT 1 FROM COMPUTE_TASK_INFO LIMIT 1") is not None
+        kernels = self._kernel_list()
         k = lambda *n: db.col("k", "COMPUTE_TASK_INFO", *n) if compute else "NULL"  # noqa: E731
         join = ("LEFT JOIN COMPUTE_TASK_INFO k ON k.globalTaskId = t.globalTaskId " if compute
                 else "LEFT JOIN (SELECT NULL AS globalTaskId) k ON 0 ")
@@ -277,13 +300,18 @@ class DbConverter(ChromeConverter):
             self._task(start, end, self.device if dev is None else int(dev), conn, gpid, ttype or "",
                        (stream, task, ctx, model), kernel if info else None, kernels)
 
+    def _kernel_list(self) -> bool:
+        """Whether the database lists compute tasks (COMPUTE_TASK_INFO): then a task it leaves out
+        is not a kernel (`task_kind`)."""
+        return self.db.has("COMPUTE_TASK_INFO", "globalTaskId") and \
+            self.db.scalar("SELECT 1 FROM COMPUTE_TASK_INFO LIMIT 1") is not None
+
     def _task(self, start: int, end: int, dev: int, conn: Any, gpid: Any, ttype: str, ids: tuple,
               kernel: list | None, kernels: bool) -> None:
         stream, task, ctx, model = ids
         name, core, op_type, shapes, dtypes = map(_value, kernel) if kernel else (None, None, None, None, None)
         kind = task_kind(ttype, bool(kernel), kernels)
-        pid = _lane_pid(gpid if gpid is not None else self.os_pid, "Ascend Hardware", dev)
-        tid = None if stream is None else str(stream)
+        _, pid, tid = self._task_stream(dev, gpid, stream)
         args = {"Model Id": model, "Task Type": ttype, "Physic Stream Id": stream, "Task Id": task,
                 "Subtask Id": ctx, "connection_id": conn}
         self._add_slice("TASK", kind, name or ttype, start, end, device=f"npu{dev}", pid=pid, tid=tid,
@@ -301,7 +329,7 @@ class DbConverter(ChromeConverter):
                f"CAST({o('count')} AS INTEGER), t.value, {o('relay')}, {o('retry')} FROM COMMUNICATION_OP o "
                f"LEFT JOIN STRING_IDS n ON n.id = o.opName LEFT JOIN STRING_IDS g ON g.id = {o('groupName')} "
                f"LEFT JOIN STRING_IDS a ON a.id = {o('algType')} LEFT JOIN STRING_IDS t ON t.id = {o('opType')}")
-        device, pid = f"npu{self.device}", _lane_pid(self.os_pid, "HCCL", self.device)
+        device, pid, _ = self._hccl_group()
         for start, end, conn, name, group, dtype, alg, count, op_type, relay, retry in db.rows(sql):
             if start is None or end is None:
                 continue
