@@ -77,3 +77,13 @@ def test_report_into_a_directory_and_from_python(run, tmp_path):
         written = r.report(tmp_path, top=5)
     assert written == tmp_path / "report.html" and "Top 5 ops by duration" in written.read_text(encoding="utf-8")
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # nothing else left behind
+
+
+def test_report_adds_communication_and_memory_where_the_run_has_them(run, torch_npu_text_run, tmp_path):
+    _, npu = torch_npu_text_run
+    page = npu.report(tmp_path / "npu.html").read_text(encoding="utf-8")
+    assert "communication op types (communication)" in page and "memory peaks (memory)" in page
+    assert "hcom_allReduce" in page and "PTA" in page  # their rows
+    with prof_engine.open(run) as r:  # a trace with neither: no empty sections
+        plain = r.report(tmp_path / "plain.html").read_text(encoding="utf-8")
+    assert "(communication)" not in plain and "(memory)" not in plain

@@ -1,5 +1,5 @@
 """A run as one self-contained HTML page: what `prof-engine show` prints, with the step breakdown
-drawn as a chart.
+drawn as a chart, and communication and memory where the run has them.
 
 The page has no scripts and loads nothing: the chart is inline SVG, the style one `<style>` block,
 so it opens anywhere and can be mailed or attached to a ticket. Every name and value on it is
@@ -40,12 +40,10 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
     target = Path(target)
     if target.is_dir():
         target = target / "report.html"
-    summary = run.summary(top)
-    steps_title = next(iter(summary))
-    parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _table(run.info()),
-             f"<h2>{escape(steps_title)}</h2>", _step_chart(summary[steps_title])]
-    for title, result in summary.items():
-        parts += [f"<h2>{escape(title)}</h2>", _table(result)]
+    summary = run.summary(top, more=True)
+    parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _table(run.info())]
+    for i, (title, result) in enumerate(summary.items()):  # the first: the step breakdown, drawn too
+        parts += [f"<h2>{escape(title)}</h2>", *([_step_chart(result)] if i == 0 else []), _table(result)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(run.path.name)}: prof-engine report</title><style>{_STYLE}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")

@@ -132,15 +132,23 @@ class Run:
             raise QueryError(f"unknown view {name!r}; views: {', '.join(names)}")
         return self.sql(f'SELECT * FROM "{name}"')
 
-    def summary(self, top: int = 10) -> dict[str, Result]:
-        """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls."""
+    def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
+        """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls; with
+        `more` (the report), communication by op type and memory peaks where the run has them."""
         n = max(int(top), 1)
-        return {
+        tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
             f"Top {n} ops by duration": self.sql("SELECT * FROM summary_top_ops(?)", [n]),
             f"Top {n} op types (op_statistic)": self.sql("SELECT * FROM summary_op_types(?)", [n]),
             f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
         }
+        if more:
+            for title, macro in ((f"Top {n} communication op types (communication)", "summary_comm"),
+                                 (f"Top {n} memory peaks (memory)", "summary_memory")):
+                result = self.sql(f"SELECT * FROM {macro}(?)", [n])
+                if len(result):
+                    tables[title] = result
+        return tables
 
     def info(self) -> Result:
         """The manifest in brief, as (item, value) rows."""
