@@ -18,7 +18,7 @@ job give the same canonical tables:
   COMMUNICATION_TASK_INFO ⋈ TASK → comm_task (+ a comm row: src/dst rank, transport, bytes).
 * memory tables → counters and memory_events (ascend_db_memory.py); hardware counter tables
   (AICORE_FREQ, NPU_MEM, HBM, LLC, SOC_BANDWIDTH_LEVEL, ACC_PMU) → counters as trace_view.json
-  names them (ascend_db_counters.py); connectionCats → flows (ascend_db_flows.py).
+  names them (ascend_db_counters.py); records that share a connection id → flows (ascend_db_flows.py).
 
 Devices are `npu<deviceId>` with the device id the database records (TASK.deviceId,
 RANK_DEVICE_MAP). pid/tid are those trace_view.json would show (lane pid = OS pid << 10 |
