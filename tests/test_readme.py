@@ -40,6 +40,7 @@ def test_quick_start_main_job_runs(tmp_path):
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
     assert sorted(p.name.split("_2")[0] for p in (tmp_path / "reports").iterdir()) == [
         "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
+    assert "<svg" in (tmp_path / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
 
 
 def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
