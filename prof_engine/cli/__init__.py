@@ -155,8 +155,10 @@ def views() -> None:
     from prof_engine import Run
     from prof_engine.cli.render import out
 
-    for v in Run.views():
-        out.print(f"[bold]{v.name:<14}[/bold] {v.summary}", highlight=False)
+    views = Run.views()
+    width = max(len(v.name) for v in views)
+    for v in views:
+        out.print(f"[bold]{v.name:<{width}}[/bold]  {v.summary}", highlight=False)
 
 
 @app.command()
