@@ -62,3 +62,20 @@ def test_every_flow_end_binds_to_its_record(runs):
     ends = db_run.sql("""SELECT DISTINCT s.kind FROM flows f JOIN slices s ON s.rank = f.rank AND s.pid = f.pid
                          AND s.tid = f.tid AND s.ts = f.ts WHERE f.phase = 'f' AND f.device <> 'host'""").rows()
     assert {k for (k,) in ends} == {"kernel", "memcpy", "comm"}
+
+
+def test_a_database_without_connection_ids_imports_without_those_flows(tmp_path):
+    """Flows are optional: a schema whose framework records carry no connection ids (older CANN)
+    imports, with the launch arrows the CANN calls still give."""
+    import sqlite3
+
+    import prof_engine
+    from conftest import ascend_db_copy
+
+    db = ascend_db_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("ALTER TABLE PYTORCH_API DROP COLUMN connectionId")  # CONNECTION_IDS stays
+    con.close()
+    with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run")) as run:
+        assert {c for (c,) in run.sql("SELECT DISTINCT category FROM flows").rows()} == {"HostToDevice"}
+        assert run.sql("SELECT count(*) FROM slices WHERE kind = 'kernel'").rows() == [(187,)]
