@@ -69,8 +69,9 @@ def test_a_database_without_connection_ids_imports_without_those_flows(tmp_path)
     imports, with the launch arrows the CANN calls still give."""
     import sqlite3
 
-    import prof_engine
     from conftest import ascend_db_copy
+
+    import prof_engine
 
     db = ascend_db_copy(tmp_path)
     with sqlite3.connect(db) as con:
