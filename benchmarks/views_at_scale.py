@@ -11,6 +11,8 @@ Every measurement is a fresh Python process (`--child NAME`) that opens the run 
 
 * op_statistic, step_trace, overlap, api_statistic: `run.view(name).arrow()`, all rows materialised;
 * op_summary: `SELECT count(*) FROM op_summary` (every device record, counted);
+* kernel_launch (count and mean delay of every device task's launch) and op_flops (all rows), which
+  have no target of their own;
 * export: `prof-engine export RUN op_summary --step ... --format csv` through the CLI's typer app,
   with enough steps for ~1 M rows.
 
@@ -45,6 +47,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TARGET_S = 2.0
 VIEWS = ("op_statistic", "step_trace", "overlap", "api_statistic")
+# views with no target of their own, measured beside them: name -> the query
+EXTRAS = {"kernel_launch": 'SELECT count(*), avg("Launch Delay(us)") FROM kernel_launch',
+          "op_flops": "SELECT * FROM op_flops"}
 # name -> the baseline printed beside it
 BASELINE_OF = {"op_statistic": "polars op_statistic", "api_statistic": "polars api_statistic",
                "step_trace": "polars Computing union", "overlap": "polars Computing union",
@@ -81,6 +86,9 @@ def measure_engine(name: str, run: Path, out: Path, export_rows: int) -> dict:
     t1 = time.perf_counter()
     if name == "op_summary count":
         rows = r.sql("SELECT count(*) FROM op_summary").rows()[0][0]
+    elif name in EXTRAS:
+        result = r.sql(EXTRAS[name])
+        rows = result.rows()[0][0] if name == "kernel_launch" else len(result)
     else:
         rows = r.view(name).arrow().num_rows
     t2 = time.perf_counter()
@@ -143,7 +151,7 @@ def peak_rss_mb() -> float:
 
 def child(name: str, run: Path, out: Path, export_rows: int) -> None:
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    fn = measure_engine if name in VIEWS or name in ("op_summary count", "export csv") else measure_baseline
+    fn = measure_engine if name in VIEWS or name in EXTRAS or name in ("op_summary count", "export csv") else measure_baseline
     res = fn(name, run, out, export_rows)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     res.update(name=name, cpu_s=(r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), peak_mb=peak_rss_mb())
@@ -219,10 +227,18 @@ def print_table(results: dict[str, dict]) -> None:
         print(f"| {name} | {fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | {rows} | "
               f"< {TARGET_S:g} s | {'yes' if r['total_s'] < TARGET_S else 'no'} | {BASELINE_OF[name]} | "
               f"{fmt(bs)} | {ratio} |")
+    extras = {n: r for n, r in results.items() if n in EXTRAS}
+    if extras:
+        print("\n| other view (no target) | open s | work s | total s | peak RSS MB | rows |")
+        print("|---|--:|--:|--:|--:|--:|")
+        for name, r in extras.items():
+            print(f"| {name} | " + (r["error"] if "error" in r else
+                                    f"{fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | "
+                                    f"{r['rows']:,}") + " |")
     print("\n| baseline | s | peak RSS MB | rows |")
     print("|---|--:|--:|--:|")
     for name, r in results.items():
-        if name in BASELINE_OF:
+        if name in BASELINE_OF or name in EXTRAS:
             continue
         print(f"| {name} | " + (r["error"] if "error" in r else f"{r['total_s']:.2f} | {r['peak_mb']:.0f} | {r['rows']:,}") + " |")
     print("\nper run, total s: " + "; ".join(f"{n} {r['totals']}" for n, r in results.items() if "totals" in r))
@@ -269,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     run = prepare_run(a)
     print(machine_info(run))
     print("load average (1, 5, 15 min) before: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
-    names = [*VIEWS, "op_summary count", "export csv"]
+    names = [*VIEWS, "op_summary count", "export csv", *EXTRAS]
     if not a.no_baselines:
         names += sorted(set(BASELINE_OF.values()))
     names = [n for n in names if not a.only or n in a.only]
