@@ -98,9 +98,23 @@ def test_a_profiler_still_running_at_exit_warns_and_completes_its_run(tmp_path):
         assert run.sql("select name from marks").rows() == [("before exit",)]
 
 
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def cli(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
+
+
+def test_collect_reads_prof_engine_config_where_no_config_is_given(tmp_path):
+    """The file PROF_ENGINE_CONFIG names sets what the options do not (here, where the run goes),
+    as it does for a program run without the CLI; a file that is not there is a one-line error."""
+    (tmp_path / "prog.py").write_text("print('hello')\n")
+    (tmp_path / "cfg.json").write_text(json.dumps({"profiler": {"output": "from_config"}}))
+    done = cli(tmp_path, "collect", "--", "python", "prog.py", env={**os.environ, "PROF_ENGINE_CONFIG": "cfg.json"})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "from_config" / "manifest.json").is_file()
+    done = cli(tmp_path, "collect", "-o", "run", "--", "python", "prog.py",
+               env={**os.environ, "PROF_ENGINE_CONFIG": "missing.json"})
+    assert done.returncode == 1 and done.stderr.startswith("Error: missing.json: cannot read the config file")
+    assert not (tmp_path / "run").exists()
 
 
 def test_collect_runs_the_example_and_shows_its_run(tmp_path):

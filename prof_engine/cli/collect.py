@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from prof_engine.collect.config import Settings, activities_of, level_of, load
+from prof_engine.collect.config import Settings, activities_of, from_env, level_of, load
 from prof_engine.collect.launch import collect_program, steps_schedule
 
 
@@ -23,7 +23,7 @@ def collect(
     profile_memory: Annotated[Optional[bool], typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)] = None,
     with_stack: Annotated[Optional[bool], typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
     sampling_interval_ms: Annotated[Optional[float], typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's); options given here win.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's; default: the file it names); options given here win.")] = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per summary table.")] = 10,
 ) -> None:
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
@@ -38,7 +38,9 @@ def collect(
         schedule=steps_schedule(steps) if steps else None,
         profile_memory=profile_memory, with_stack=with_stack, sampling_interval_ms=sampling_interval_ms,
     )
-    settings = given.merged_over(load(config)) if config else given
+    # options win over the config file: --config's, else the one PROF_ENGINE_CONFIG names (as the
+    # collector reads it in a program run without the CLI)
+    settings = given.merged_over(load(config) if config else from_env())
     run_dir = output or Path(settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}")
     done = collect_program(command, run_dir, settings, force=force)
     with open(done.run) as run:
