@@ -55,3 +55,17 @@ def test_result_html_escapes_every_name_and_shows_the_first_rows():
     assert "<lambda>" not in html and "&lt;lambda&gt;" in html and "&lt;Name&gt;" in html
     assert "vector&lt;float&gt; &amp; &quot;x&quot;" in html
     assert html.count("<tr>") == 1 + 20 and "30 rows × 2 columns, first 20 shown" in html
+
+
+def test_run_repr_says_what_the_run_is(tmp_path):
+    """In a notebook, an opened run shows its path, source, ranks, steps and records (and the step
+    filter it was opened with), not an object address."""
+    from conftest import write_trace, x
+
+    import prof_engine
+
+    events = [x("ProfilerStep#3", 0, 100, cat="user_annotation"), x("aten::mm", 10, 5)]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run) as r, prof_engine.open(run, steps=[3]) as one:
+        assert repr(r) == f"<Run {run}: kineto, ranks [0], 1 steps, 2 records>"
+        assert repr(one).endswith("2 records, steps [3]>")

@@ -111,6 +111,12 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
+    def __repr__(self) -> str:
+        m = self.manifest
+        steps = len({s["step"] for s in m.get("steps", [])})
+        return (f"<Run {self.path}: {m['source']['format']}, ranks {m['ranks']}, {steps} steps, "
+                f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}>")
+
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
