@@ -15,19 +15,73 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from prof_engine import _allocator
 
 _allocator.use_jemalloc()  # before anything imports pyarrow: see prof_engine._allocator
 
-from prof_engine.collect import (
-    OpRecord, Profiler, ProfilerAction, ProfilerActivity, ProfilerLevel, export_summaries, mstx, schedule,
+from prof_engine.errors import (
+    CollectError,
+    InputError,
+    ProfEngineError,
+    QueryError,
+    RunError,
 )
-from prof_engine.engine import Result, Run, open_run as open  # noqa: A001 - the library's verb
-from prof_engine.engine.compare import Comparison, compare
-from prof_engine.errors import CollectError, InputError, ProfEngineError, QueryError, RunError
-from prof_engine.importers import import_sources as import_trace
 
 __version__ = "0.1.0"
+
+# Imported on first use: `import prof_engine` (as `from prof_engine import mstx` in a training
+# script, or the CLI's --help) stays cheap, and pyarrow and DuckDB (~0.3 s, ~90 MB) load with the
+# part that needs them. Name -> (module, attribute; None: the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "OpRecord": ("prof_engine.collect.writer", "OpRecord"),
+    "Profiler": ("prof_engine.collect.profiler", "Profiler"),
+    "export_summaries": ("prof_engine.collect.profiler", "export_summaries"),
+    "ProfilerAction": ("prof_engine.collect.schedule", "ProfilerAction"),
+    "schedule": ("prof_engine.collect.schedule", "schedule"),
+    "ProfilerActivity": ("prof_engine.collect.config", "ProfilerActivity"),
+    "ProfilerLevel": ("prof_engine.collect.config", "ProfilerLevel"),
+    "mstx": ("prof_engine.collect.mstx", None),
+    "Result": ("prof_engine.engine", "Result"),
+    "Run": ("prof_engine.engine", "Run"),
+    "open": ("prof_engine.engine", "open_run"),  # the library's verb
+    "Comparison": ("prof_engine.engine.compare", "Comparison"),
+    "compare": ("prof_engine.engine.compare", "compare"),
+    "import_trace": ("prof_engine.importers", "import_sources"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'prof_engine' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    value = getattr(value, attr) if attr else value
+    globals()[name] = value  # once: the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from prof_engine.collect import (
+        OpRecord,
+        Profiler,
+        ProfilerAction,
+        ProfilerActivity,
+        ProfilerLevel,
+        export_summaries,
+        mstx,
+        schedule,
+    )
+    from prof_engine.engine import Result, Run
+    from prof_engine.engine import open_run as open
+    from prof_engine.engine.compare import Comparison, compare
+    from prof_engine.importers import import_sources as import_trace
 
 __all__ = ["CollectError", "Comparison", "InputError", "OpRecord", "ProfEngineError", "Profiler", "ProfilerAction", "ProfilerActivity",
            "ProfilerLevel", "QueryError", "Result", "Run", "RunError", "compare", "export_summaries", "import_trace", "mstx", "open",

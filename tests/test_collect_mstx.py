@@ -22,6 +22,19 @@ def per_call_ns(fn, number: int = 100_000) -> float:
     return max(min(timeit.repeat(fn, number=number, repeat=5)) - empty, 0) / number * 1e9
 
 
+def test_importing_prof_engine_for_markers_loads_no_engine():
+    """A training script's `from prof_engine import mstx` (or a bare `import prof_engine`) imports
+    neither pyarrow nor DuckDB: they load with the first call that needs them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, prof_engine\nfrom prof_engine import mstx\nmstx.mark('m')\n"
+            "print(sorted(m for m in ('pyarrow', 'duckdb', 'polars', 'numpy') if m in sys.modules))\n"
+            "prof_engine.open\nprint('duckdb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split("\n")[:2] == ["[]", "True"]
+
+
 def test_markers_cost_well_under_a_microsecond_when_off():
     assert not mstx.enabled()
     r = mstx.range("x")

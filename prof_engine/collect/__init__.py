@@ -10,11 +10,33 @@ acl.py is the pyACL-shaped procedural face; run.py and launch.py run a program u
 without code changes (`prof-engine collect`); offline.py merges rank runs.
 """
 
-from prof_engine.collect import mstx
-from prof_engine.collect.config import ProfilerActivity, ProfilerLevel
-from prof_engine.collect.profiler import Profiler, export_summaries
-from prof_engine.collect.schedule import ProfilerAction, Schedule, schedule
-from prof_engine.collect.writer import OpRecord
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported on first use (see prof_engine/__init__.py): `mstx` alone imports nothing heavy.
+_LAZY: dict[str, str] = {
+    "OpRecord": "prof_engine.collect.writer", "Profiler": "prof_engine.collect.profiler",
+    "export_summaries": "prof_engine.collect.profiler", "ProfilerAction": "prof_engine.collect.schedule",
+    "Schedule": "prof_engine.collect.schedule", "schedule": "prof_engine.collect.schedule",
+    "ProfilerActivity": "prof_engine.collect.config", "ProfilerLevel": "prof_engine.collect.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'prof_engine.collect' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from prof_engine.collect.config import ProfilerActivity, ProfilerLevel
+    from prof_engine.collect.profiler import Profiler, export_summaries
+    from prof_engine.collect.schedule import ProfilerAction, Schedule, schedule
+    from prof_engine.collect.writer import OpRecord
 
 __all__ = ["OpRecord", "Profiler", "ProfilerAction", "ProfilerActivity", "ProfilerLevel", "Schedule",
            "export_summaries", "mstx", "schedule"]
