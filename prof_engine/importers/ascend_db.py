@@ -108,6 +108,11 @@ class _Db:
             raise InputError(f"{self.path}: table {table} lacks column {', '.join(missing)} (unknown schema version)")
         return True
 
+    def offers(self, table: str, *columns: str) -> bool:
+        """Whether `table` exists with `columns`, for what the database may lack without being of an
+        unknown schema (flows: `has` refuses a table without a column it requires)."""
+        return table in self.columns and set(columns) <= self.columns[table]
+
     def col(self, alias: str, table: str, *names: str) -> str:
         """`alias.name` for the first of `names` the table has (names drift across versions), else NULL."""
         cols = self.columns.get(table, set())

@@ -54,16 +54,16 @@ def convert_db_flows(db: Any, conv: Any, ends: Ends, task_kind: Callable[[str, b
     `ends(source, row)` places a record of `source` (PYTORCH_API, CANN_API, TASK, COMMUNICATION_OP)
     from its `place` columns; `task_kind(task type, in the compute list)` is a TASK's kind."""
     levels = {level: [str(i) for i, name in conv.api_types.items() if name == level] for level in ("op", "queue")}
-    framework = (_has(db, "CONNECTION_IDS", "id", "connectionId")
-                 and _has(db, "PYTORCH_API", "connectionId", "startNs", "type", "globalTid"))
-    device_work = [f"SELECT connectionId FROM {t}" for t in ("TASK", "COMMUNICATION_OP") if _has(db, t, "connectionId")]
+    framework = (db.offers("CONNECTION_IDS", "id", "connectionId")
+                 and db.offers("PYTORCH_API", "connectionId", "startNs", "type", "globalTid"))
+    device_work = [f"SELECT connectionId FROM {t}" for t in ("TASK", "COMMUNICATION_OP") if db.offers(t, "connectionId")]
     if framework:
         _paired(db, conv, ends, levels, " UNION ".join(device_work) or "SELECT NULL WHERE 0")
     finishes = _finishes(db, task_kind)
     if not finishes:
         return
     starts = []
-    if _has(db, "CANN_API", "connectionId", "startNs", "globalTid"):
+    if db.offers("CANN_API", "connectionId", "startNs", "globalTid"):
         starts.append(("HostToDevice", _Records("CANN_API", "FROM CANN_API a WHERE 1", "a.connectionId", "a.startNs",
                                                 "a.globalTid")))
     if framework and levels["op"]:
@@ -83,16 +83,16 @@ def _finishes(db: Any, task_kind: Callable[[str, bool], str]) -> list[_Records]:
     """The device work that ends arrows: tasks whose kind is in TASK_KINDS (listed as compute, or of
     a task type of such a kind), and communication ops."""
     finishes = []
-    if _has(db, "TASK", "connectionId", "startNs", "globalTaskId"):
+    if db.offers("TASK", "connectionId", "startNs", "globalTaskId"):
         t = partial(db.col, "t", "TASK")
         types = [v for (v,) in db.rows(f"SELECT DISTINCT s.value FROM TASK t JOIN STRING_IDS s ON s.id = {t('taskType')}")]
         kept = ", ".join("'" + str(v).replace("'", "''") + "'" for v in types if task_kind(str(v), False) in TASK_KINDS)
         listed = ("EXISTS (SELECT 1 FROM COMPUTE_TASK_INFO k WHERE k.globalTaskId = t.globalTaskId)"
-                  if _has(db, "COMPUTE_TASK_INFO", "globalTaskId") else "0")
+                  if db.offers("COMPUTE_TASK_INFO", "globalTaskId") else "0")
         finishes.append(_Records("TASK", f"FROM TASK t LEFT JOIN STRING_IDS s ON s.id = {t('taskType')} "
                                          f"WHERE ({listed} OR s.value IN ({kept or 'NULL'}))",
                                  "t.connectionId", "t.startNs", f"{t('deviceId')}, {t('globalPid')}, {t('streamId')}"))
-    if _has(db, "COMMUNICATION_OP", "connectionId", "startNs"):
+    if db.offers("COMMUNICATION_OP", "connectionId", "startNs"):
         finishes.append(_Records("COMMUNICATION_OP", "FROM COMMUNICATION_OP o WHERE 1", "o.connectionId", "o.startNs"))
     return finishes
 
@@ -120,12 +120,6 @@ def _pair(conv: Any, ends: Ends, group: list[tuple], category: dict[str, str]) -
         name = category[str(group[0][3])]
         for (cid, start, gtid, _), phase in ((group[0], "s"), (group[-1], "f")):
             _add(conv, name, cid, phase, start, ends("PYTORCH_API", (gtid,)))
-
-
-def _has(db: Any, table: str, *columns: str) -> bool:
-    """Whether `table` exists with `columns`: flows are optional, so a database of another schema
-    without them imports without flows (where `db.has` would refuse it)."""
-    return table in db.columns and set(columns) <= db.columns[table]
 
 
 def _add(conv: Any, cat: str, cid: Any, phase: str, ts: Any, where: tuple[str, str | None, str | None]) -> None:
