@@ -31,6 +31,7 @@ def collect(
     Steps are the program's optimizer steps; each finished step is written while the program runs."""
     from prof_engine import open
     from prof_engine.cli import render
+    from prof_engine.engine.session import step_numbers
 
     given = Settings(
         level=level_of(level, "--level") if level else None,
@@ -46,7 +47,7 @@ def collect(
     with open(done.run) as run:
         for title, result in run.summary(top).items():
             render.table(result, title=title)
-        steps_seen = len({s["step"] for s in run.manifest["steps"]})
+        steps_seen = len(step_numbers(run.manifest))
     render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
     if done.returncode:
         render.err.print(f"the program exited with status {done.returncode}", highlight=False)

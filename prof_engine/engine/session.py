@@ -113,7 +113,7 @@ class Run:
 
     def __repr__(self) -> str:
         m = self.manifest
-        steps = len({s["step"] for s in m.get("steps", [])})
+        steps = len(step_numbers(m))
         return (f"<Run {self.path}: {m['source']['format']}, ranks {m['ranks']}, {steps} steps, "
                 f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}>")
 
@@ -159,7 +159,7 @@ class Run:
     def info(self) -> Result:
         """The manifest in brief, as (item, value) rows."""
         m = self.manifest
-        steps = sorted({s["step"] for s in m.get("steps", [])})
+        steps = step_numbers(m)
         devices = sorted({f"r{d['rank']}:{d['device']}" for d in m.get("devices", [])})
         span = (m["end_ns"] - m["start_ns"]) / 1e6 if m.get("start_ns") is not None else None
         items = {
@@ -234,9 +234,14 @@ def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bo
     return shapes <= 1, set(names or ())
 
 
+def step_numbers(manifest: dict) -> list[int]:
+    """The run's steps (the manifest lists each per rank), in order."""
+    return sorted({s["step"] for s in manifest.get("steps", [])})
+
+
 def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
     """QueryError if a step asked for is none of the run's: every view would be silently empty."""
-    known = sorted({s["step"] for s in manifest.get("steps", [])})
+    known = step_numbers(manifest)
     missing = sorted(set(steps) - set(known))
     if missing:
         have = ("none" if not known else ", ".join(map(str, known)) if len(known) <= 10
