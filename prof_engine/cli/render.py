@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 import sys
 
-import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
 from prof_engine.engine import Result
-from prof_engine.engine.tables import cell_text, write_csv
+from prof_engine.engine.tables import cell_text, is_number, write_csv
 
 # Piped output is not cut to 80 columns: tables stay whole for `less -S` and logs.
 out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
@@ -22,7 +21,7 @@ def table(result: Result, title: str | None = None, limit: int | None = None, ma
     t = Table(title=title, title_justify="left", title_style="bold", header_style="bold cyan")
     arrow = result.arrow()
     for name, typ in zip(arrow.column_names, arrow.schema.types):
-        if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        if is_number(typ):
             t.add_column(name, justify="right", no_wrap=True, overflow="fold")
         else:
             t.add_column(name, max_width=max_width, no_wrap=True, overflow="ellipsis")

@@ -13,10 +13,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-import pyarrow as pa
-
 from prof_engine.engine.session import Result, Run
-from prof_engine.engine.tables import cell_text
+from prof_engine.engine.tables import cell_text, is_number
 from prof_engine.store.files import atomic_path
 
 # The step breakdown's parts, drawn left to right (torch_npu: step time = Computing +
@@ -56,7 +54,7 @@ def _table(result: Result) -> str:
     if not len(result):
         return "<p>(none)</p>"
     arrow = result.arrow()
-    numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) for t in arrow.schema.types]
+    numeric = [is_number(t) for t in arrow.schema.types]
     head = "".join(f"<th>{escape(c)}</th>" for c in arrow.column_names)
     rows = "".join("<tr>" + "".join(f'<td class="n">{escape(cell_text(v))}</td>' if n else f"<td>{escape(cell_text(v))}</td>"
                                     for v, n in zip(row, numeric)) + "</tr>" for row in result.rows())

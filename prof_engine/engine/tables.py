@@ -29,6 +29,11 @@ def cell_text(v: object) -> str:
     return str(v)
 
 
+def is_number(typ: pa.DataType) -> bool:
+    """Whether a column of `typ` holds numbers (shown right-aligned, never cut)."""
+    return pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
+
+
 def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
     """Prefix text cells that a spreadsheet would run as a formula with `'` (OWASP CSV injection)."""
     cols = []
