@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from prof_engine.engine.session import Result, Run
-from prof_engine.engine.tables import cell_text, is_number
+from prof_engine.engine.tables import cell_text, html_table
 from prof_engine.store.files import atomic_path
 
 # The step breakdown's parts, drawn left to right (torch_npu: step time = Computing +
@@ -51,14 +51,7 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
 
 
 def _table(result: Result) -> str:
-    if not len(result):
-        return "<p>(none)</p>"
-    arrow = result.arrow()
-    numeric = [is_number(t) for t in arrow.schema.types]
-    head = "".join(f"<th>{escape(c)}</th>" for c in arrow.column_names)
-    rows = "".join("<tr>" + "".join(f'<td class="n">{escape(cell_text(v))}</td>' if n else f"<td>{escape(cell_text(v))}</td>"
-                                    for v, n in zip(row, numeric)) + "</tr>" for row in result.rows())
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return html_table(result.arrow()) if len(result) else "<p>(none)</p>"
 
 
 def _step_chart(steps: Result) -> str:

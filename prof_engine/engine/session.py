@@ -67,17 +67,13 @@ class Result:
         return f"<Result {self._table.num_rows} rows × {self._table.num_columns} columns: {', '.join(self.columns)}>"
 
     def _repr_html_(self, max_rows: int = 20) -> str:
-        """A table of the first `max_rows` rows, as Jupyter shows a result. Every name and value is
-        HTML-escaped: op and kernel names come from the profiled program (`<lambda>`, templates)."""
-        from html import escape
+        """A table of the first `max_rows` rows, as Jupyter shows a result (`tables.html_table`:
+        every name and value escaped)."""
+        from prof_engine.engine.tables import html_table
 
         head = self._table.slice(0, max_rows)
-        header = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{'' if v is None else escape(str(v))}</td>" for v in row) + "</tr>"
-                       for row in zip(*(c.to_pylist() for c in head.columns)))
         more = f", first {head.num_rows} shown" if head.num_rows < self._table.num_rows else ""
-        return (f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
-                f"<p>{self._table.num_rows} rows × {self._table.num_columns} columns{more}</p>")
+        return f"{html_table(head)}<p>{self._table.num_rows} rows × {self._table.num_columns} columns{more}</p>"
 
 
 

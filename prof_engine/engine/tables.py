@@ -1,5 +1,5 @@
-"""Arrow-side output helpers shared by exports and the CLI: formula neutralisation, CSV writing,
-cells as people read them."""
+"""Arrow-side output helpers shared by exports, the report and the CLI: formula neutralisation,
+CSV writing, cells as people read them, HTML tables."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def cell_text(v: object) -> str:
 def is_number(typ: pa.DataType) -> bool:
     """Whether a column of `typ` holds numbers (shown right-aligned, never cut)."""
     return pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
+
+
+def html_table(table: pa.Table) -> str:
+    """`table` as an HTML table: every name and value escaped (op and kernel names come from the
+    profiled program: `<lambda>`, templates), numbers as `cell_text` writes them, right-aligned."""
+    from html import escape
+
+    numeric = [is_number(t) for t in table.schema.types]
+    head = "".join(f"<th>{escape(c)}</th>" for c in table.column_names)
+    rows = "".join("<tr>" + "".join(f'<td class="n">{escape(cell_text(v))}</td>' if n else f"<td>{escape(cell_text(v))}</td>"
+                                    for v, n in zip(row, numeric)) + "</tr>"
+                   for row in zip(*(c.to_pylist() for c in table.columns)))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
