@@ -24,6 +24,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from prof_engine.importers.ascend_db_memory import add_counter, device_id, ns_sql
+
 MB = 1 << 20  # the text export's "MB/s" are MiB/s of the db's B/s
 ACC_PMU = (("read_bandwidth", "readBwLevel"), ("write_band_width", "writeBwLevel"),
            ("read_ost", "readOstLevel"), ("write_ost", "writeOstLevel"))
@@ -36,14 +38,6 @@ def convert_db_counters(db: Any, conv: Any, lane_pid: Any) -> None:
         read(db, conv, lane_pid)
 
 
-def _ns(expr: str) -> str:
-    return "NULL" if expr == "NULL" else f"CAST(NULLIF({expr}, '') AS INTEGER)"
-
-
-def _device(conv: Any, dev: Any) -> int:
-    return conv.device if dev is None or int(dev) < 0 else int(dev)
-
-
 def _rows(db: Any, table: str, columns: list[str], join: str = "") -> Any:
     """(ts, device, *columns) of `table`'s rows with a time, or nothing where the table or its
     time column is missing. `columns` are SQL over the table's alias `t`."""
@@ -52,18 +46,15 @@ def _rows(db: Any, table: str, columns: list[str], join: str = "") -> Any:
     ts = db.col("t", table, "timestampNs", "timestamp")
     if ts == "NULL":
         return ()
-    sql = f"SELECT {_ns(ts)}, {db.col('t', table, 'deviceId')}, {', '.join(columns)} FROM {table} t {join}"
+    sql = f"SELECT {ns_sql(ts)}, {db.col('t', table, 'deviceId')}, {', '.join(columns)} FROM {table} t {join}"
     return (row for row in db.rows(sql) if row[0] is not None)
 
 
 def _add(conv: Any, lane_pid: Any, lane: str, dev: Any, name: str, ts: int, values: dict[str, Any]) -> None:
-    device = _device(conv, dev)
+    device = device_id(conv, dev)
     pid = lane_pid(lane, device)
     conv._lane(pid, None, lane, f"NPU {device}", None)
-    for series, value in values.items():
-        if value is not None:
-            conv.add_row("counters", {"rank": conv.file_index, "device": f"npu{device}", "step": None, "name": name,
-                                   "series": series, "ts": ts, "value": float(value), "pid": pid})
+    add_counter(conv, f"npu{device}", name, ts, values, pid)
 
 
 def _aicore_freq(db: Any, conv: Any, lane_pid: Any) -> None:

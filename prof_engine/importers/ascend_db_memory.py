@@ -26,7 +26,8 @@ SERIES = ("allocated_bytes", "reserved_bytes", "active_bytes")
 NO_ACTIVE = {"GE"}  # components whose totalActive the db writer fills with a placeholder 0
 
 
-def _ns(expr: str) -> str:
+def ns_sql(expr: str) -> str:
+    """SQL of a time column (or NULL) as an integer of ns: some versions declare it TEXT or NUMERIC."""
     return "NULL" if expr == "NULL" else f"CAST(NULLIF({expr}, '') AS INTEGER)"
 
 
@@ -36,15 +37,21 @@ def convert_db_memory(db: Any, conv: Any) -> None:
         read(db, conv)
 
 
+def device_id(conv: Any, dev: Any) -> int:
+    """A row's device id: its own, else (NULL or negative) the converter's."""
+    return conv.device if dev is None or int(dev) < 0 else int(dev)
+
+
 def _device(conv: Any, dev: Any) -> str:
-    return f"npu{conv.device if dev is None or int(dev) < 0 else int(dev)}"
+    return f"npu{device_id(conv, dev)}"
 
 
-def _counter(conv: Any, device: str, name: str, ts: int, values: dict[str, Any]) -> None:
+def add_counter(conv: Any, device: str, name: str, ts: int, values: dict[str, Any], pid: str | None = None) -> None:
+    """A counter sample of `conv`'s rank: a row per series of `values` that has a value."""
     for series, value in values.items():
         if value is not None:
             conv.add_row("counters", {"rank": conv.file_index, "device": device, "step": None, "name": name,
-                                   "series": series, "ts": ts, "value": float(value), "pid": None})
+                                   "series": series, "ts": ts, "value": float(value), "pid": pid})
 
 
 def _memory_record(db: Any, conv: Any) -> None:
@@ -54,14 +61,14 @@ def _memory_record(db: Any, conv: Any) -> None:
     ts = c("timestamp", "timestampNs")
     if ts == "NULL":
         return
-    sql = (f"SELECT s.value, {_ns(ts)}, {c('totalAllocated')}, {c('totalReserved')}, {c('totalActive')}, "
+    sql = (f"SELECT s.value, {ns_sql(ts)}, {c('totalAllocated')}, {c('totalReserved')}, {c('totalActive')}, "
            f"{c('deviceId')} FROM MEMORY_RECORD m LEFT JOIN STRING_IDS s ON s.id = m.component")
     for component, when, allocated, reserved, active, dev in db.rows(sql):
         if when is None:
             continue
         component = component or "unknown"
         values = dict(zip(SERIES, (allocated, reserved, None if component in NO_ACTIVE else active)))
-        _counter(conv, _device(conv, dev), f"memory/{component}", when, values)
+        add_counter(conv, _device(conv, dev), f"memory/{component}", when, values)
 
 
 def _app_memory(db: Any, conv: Any) -> None:
@@ -71,11 +78,11 @@ def _app_memory(db: Any, conv: Any) -> None:
     ts = c("timestampNs", "timestamp")
     if ts == "NULL":
         return
-    sql = (f"SELECT {_ns(ts)}, coalesce({c('ddr')}, 0) + coalesce({c('hbm')}, 0), {c('deviceId')} FROM NPU_MEM m "
+    sql = (f"SELECT {ns_sql(ts)}, coalesce({c('ddr')}, 0) + coalesce({c('hbm')}, 0), {c('deviceId')} FROM NPU_MEM m "
            "JOIN STRING_IDS s ON s.id = m.type WHERE upper(s.value) = 'APP'")
     for when, reserved, dev in db.rows(sql):
         if when is not None:
-            _counter(conv, _device(conv, dev), "memory/APP", when, {"reserved_bytes": reserved})
+            add_counter(conv, _device(conv, dev), "memory/APP", when, {"reserved_bytes": reserved})
 
 
 def _module_memory(db: Any, conv: Any) -> None:
@@ -86,19 +93,19 @@ def _module_memory(db: Any, conv: Any) -> None:
     if ts == "NULL":
         return
     modules = db.enum("ENUM_MODULE")
-    sql = f"SELECT m.moduleId, {_ns(ts)}, m.totalReserved, {c('deviceId')} FROM NPU_MODULE_MEM m"
+    sql = f"SELECT m.moduleId, {ns_sql(ts)}, m.totalReserved, {c('deviceId')} FROM NPU_MODULE_MEM m"
     for module, when, reserved, dev in db.rows(sql):
         if when is None:
             continue
         name = modules.get(module, str(module))
-        _counter(conv, _device(conv, dev), f"module_memory/{name}", when, {"reserved_bytes": reserved})
+        add_counter(conv, _device(conv, dev), f"module_memory/{name}", when, {"reserved_bytes": reserved})
 
 
 def _op_memory(db: Any, conv: Any) -> None:
     if not db.has("OP_MEMORY", "name", "size"):
         return
     c = lambda *n: db.col("o", "OP_MEMORY", *n)  # noqa: E731
-    sql = (f"SELECT s.value, o.size, {_ns(c('allocationTime'))}, {_ns(c('releaseTime'))}, "
+    sql = (f"SELECT s.value, o.size, {ns_sql(c('allocationTime'))}, {ns_sql(c('releaseTime'))}, "
            f"{c('allocationTotalAllocated')}, {c('allocationTotalReserved')}, {c('releaseTotalAllocated')}, "
            f"{c('releaseTotalReserved')}, {c('deviceId')} FROM OP_MEMORY o LEFT JOIN STRING_IDS s ON s.id = o.name")
     for name, size, alloc, release, alloc_total, alloc_reserved, rel_total, rel_reserved, dev in db.rows(sql):
