@@ -11,10 +11,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import write_trace, x
 
 import prof_engine
-from prof_engine import schema
+from prof_engine import QueryError, schema
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, partition_dir
 
 
@@ -201,3 +202,28 @@ def test_a_query_that_spills_leaves_nothing_behind(tmp_path, monkeypatch):
     assert Path(spill).is_dir() and Path(spill).parent == Path(tempfile.gettempdir())  # it did spill, there
     r.close()
     assert list(work.iterdir()) == [] and not Path(spill).exists()
+
+
+def test_query_sessions_cap_duckdb_memory(tmp_path, monkeypatch):
+    """A query session spills beyond QUERY_MEMORY_LIMIT (or DuckDB's default where that is less)
+    rather than take 80 % of the machine; `memory_limit` and PROF_ENGINE_MEMORY_LIMIT set it, and
+    a size DuckDB cannot read is one line naming where it came from."""
+    from prof_engine.engine.session import MEMORY_LIMIT_ENV, QUERY_MEMORY_LIMIT, _bytes
+
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("op", 1, 1)])], tmp_path / "run")
+
+    def limit(r) -> float:
+        with r:
+            return _bytes(r.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+    default = _bytes(duckdb.connect().execute("SELECT current_setting('memory_limit')").fetchone()[0])
+    assert limit(prof_engine.open(run)) == pytest.approx(min(default, _bytes(QUERY_MEMORY_LIMIT)), rel=0.05)
+    assert limit(prof_engine.open(run, memory_limit="300MB")) == pytest.approx(300e6, rel=0.05)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "700MB")
+    assert limit(prof_engine.open(run)) == pytest.approx(700e6, rel=0.05)
+    assert limit(prof_engine.open(run, memory_limit="300MB")) == pytest.approx(300e6, rel=0.05)  # the argument wins
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(QueryError, match="PROF_ENGINE_MEMORY_LIMIT: 'lots' is not a memory size"):
+        prof_engine.open(run)
+    assert _bytes("18.8 GiB") == pytest.approx(18.8 * 2**30) and _bytes("2GB") == 2e9 and _bytes("?") == float("inf")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
@@ -77,31 +79,67 @@ class Result:
 
 
 
-def connect() -> duckdb.DuckDBPyConnection:
+# What a query session's DuckDB may hold before it spills (`connect`): at most this, or DuckDB's own
+# default (80 % of RAM) where that is less. A full CSV export of `kernel_launch` at 10 M tasks
+# peaked at 4.8 GB under DuckDB's default and at 2.4 GB under this, in the same time; the views'
+# targets were not slower (benchmarks/README, "Query sessions' memory").
+QUERY_MEMORY_LIMIT = "2GB"
+MEMORY_LIMIT_ENV = "PROF_ENGINE_MEMORY_LIMIT"
+
+
+def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection for runs and their views: insertion order kept, no progress bar. What a
     query spills goes to a directory of its own under the system's temporary directory, which
     DuckDB creates on the first spill and removes on close (its default, `.tmp` in the current
-    directory, would litter the user's directory, or fail where it is read-only)."""
+    directory, would litter the user's directory, or fail where it is read-only).
+
+    DuckDB's memory is capped at `memory_limit` (a size such as "4GB"), else at what
+    `PROF_ENGINE_MEMORY_LIMIT` says, else at `QUERY_MEMORY_LIMIT` or DuckDB's default where that
+    is less: a query over a run of any size spills rather than take most of the machine."""
     con = duckdb.connect(config={"preserve_insertion_order": True,
                                  "temp_directory": str(Path(tempfile.gettempdir()) / f"prof-engine-{uuid.uuid4().hex}")})
     no_progress_bar(con)
+    limit, where = memory_limit, "memory_limit"
+    if limit is None and os.environ.get(MEMORY_LIMIT_ENV):
+        limit, where = os.environ[MEMORY_LIMIT_ENV], MEMORY_LIMIT_ENV
+    try:
+        if limit is None:
+            default = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            if _bytes(default) > _bytes(QUERY_MEMORY_LIMIT):
+                con.execute(f"SET memory_limit = '{QUERY_MEMORY_LIMIT}'")
+        else:
+            con.execute("SET memory_limit = ?", [str(limit)])
+    except duckdb.Error as e:
+        con.close()
+        raise QueryError(f"{where}: {limit!r} is not a memory size such as '4GB' ({str(e).splitlines()[0]})") from None
     return con
+
+
+def _bytes(size: str) -> float:
+    """Bytes of a size as DuckDB takes or shows one ("2GB", "18.8 GiB", "512 bytes")."""
+    scale = {"": 1, "b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", size)
+    if m is None or m[2].lower() not in scale:
+        return float("inf")  # a form this does not know: take it as more than any cap
+    return float(m[1]) * scale[m[2].lower()]
 
 
 class Run:
     """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
 
     `steps` restricts every table (and so every view) to those steps; partitions of other steps
-    are never read.
+    are never read. `memory_limit` caps DuckDB's memory (a size such as "4GB"; default: see
+    `connect`); what does not fit spills to a temporary directory.
     """
 
-    def __init__(self, path: Path | str, steps: Sequence[int] | None = None) -> None:
+    def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None) -> None:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
-        self.con = connect()
+        self.con = connect(memory_limit)
         attach(self.con, self.path, self.manifest, self.steps)
 
     def __enter__(self) -> Run:
@@ -373,6 +411,6 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
         con.execute(f"COMMENT ON VIEW {name} IS {_quote(schema.stored_tables()[name].description)}")
 
 
-def open_run(path: Path | str, steps: Sequence[int] | None = None) -> Run:
-    """Open the run directory at `path` for querying."""
-    return Run(path, steps)
+def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None) -> Run:
+    """Open the run directory at `path` for querying (`memory_limit`: see `Run`)."""
+    return Run(path, steps, memory_limit)
