@@ -135,3 +135,40 @@ def test_kernel_launch_takes_the_innermost_call_of_a_correlation(tmp_path):
             ("Node@launch", 5, 4.0, 1.0, 10.0),
             ("Node@launch", 6, 4.0, 1.0, -6.0),  # 48 - (50 + 4)
         ]
+
+
+def _flow(phase: str, flow_id: int, ts: float, pid: int, tid: int) -> dict:
+    return {"ph": phase, "cat": "async_npu", "name": "torch_to_npu", "id": flow_id, "ts": ts, "pid": pid, "tid": tid,
+            **({"bp": "e"} if phase == "f" else {})}
+
+
+def test_a_flow_from_an_op_to_device_work_makes_the_op_its_launcher(tmp_path):
+    """torch_npu queues an op's launch to another thread: its API call runs outside the op, and an
+    `async_npu` arrow links the op (where it starts) to the first task of the launch (where that
+    starts). The op launched every task of that correlation id, not the API call; operator_details
+    and key_averages count their time for the op and the op it nests in."""
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("Model.forward", 5, 40, tid=1),
+        x("aten::relu", 10, 20, tid=1),                                 # queues its launch ...
+        x("aclnnRelu", 32, 4, cat="cuda_runtime", tid=2, correlation=21),  # ... run on the queue's thread
+        _kernel("relu_kernel_a", 50, 6, 21),
+        _kernel("relu_kernel_b", 60, 3, 21),
+        _flow("s", 900, 10, 1, 1), _flow("f", 900, 50, 0, 7),
+        # a flow between host ops (fwdbwd) and an API call's own arrow change nothing
+        x("aten::add", 36, 5, tid=1), x("cudaLaunchKernel", 37, 2, cat="cuda_runtime", tid=1, correlation=22),
+        _kernel("add_kernel", 70, 2, 22),
+        {**_flow("s", 901, 36, 1, 1), "cat": "fwdbwd"}, {**_flow("f", 901, 10, 1, 1), "cat": "fwdbwd"},
+    ]
+    run_dir = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run_dir) as run:
+        assert run.sql(KERNELS).rows() == [("relu_kernel_a", "aten::relu", None, None),
+                                           ("relu_kernel_b", "aten::relu", None, None),
+                                           ("add_kernel", "aten::add", None, None)]
+        assert run.sql('SELECT "Name", "Host Self Duration(us)", "Host Total Duration(us)", '
+                       '"Device Self Duration(us)", "Device Total Duration(us)" FROM operator_details').rows() == [
+            ("Model.forward", 15.0, 40.0, 0.0, 11.0), ("aten::relu", 20.0, 20.0, 9.0, 9.0),
+            ("aten::add", 5.0, 5.0, 2.0, 2.0)]
+        assert run.sql('SELECT "Name", "Calls", "Self Device(us)", "Self Device %", "Device Total(us)" '
+                       'FROM key_averages').rows() == [
+            ("Model.forward", 1, 0.0, 0.0, 11.0), ("aten::relu", 1, 9.0, 81.82, 9.0), ("aten::add", 1, 2.0, 18.18, 2.0)]

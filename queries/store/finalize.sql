@@ -25,8 +25,9 @@
 --      latest earlier start one level up (ASOF join on sweep position). A depth or parent the
 --      source stated wins.
 --   3. self_dur of a host op = its duration minus the durations of its direct child host ops.
---   4. A device record was launched by the host op with its External id, else by the host op
---      enclosing the API call with its correlation id, else by that API call; it takes the step of
+--   4. A device record was launched by the host op with its External id, else by the host op a
+--      flow links to device work of its correlation id, else by the host op enclosing the API call
+--      with its correlation id, else by that API call; it takes the step of
 --      its launcher, falling back to time containment, and its launcher's name (`launch_name`),
 --      input shapes and types (where the source gave it none).
 --   5. The derived tables `lane_totals` and `lanes`: the step breakdown's lane lengths and the
@@ -120,6 +121,26 @@ SELECT parent_id AS id, sum(dur) AS child_dur FROM _host WHERE is_host_op AND pa
 CREATE OR REPLACE TEMP TABLE _op_by_ext AS
 SELECT rank, op_external_id AS external_id, min(id) AS op_id FROM _host WHERE op_external_id IS NOT NULL GROUP BY ALL;
 
+-- Host ops that a flow links straight to device work: torch_npu's `async_npu` arrows run from a
+-- framework op, on the thread that queued it, to the first device task of its launch, whose API
+-- call ran on another thread (the task queue's), outside the op. A flow starts where its op starts
+-- and ends where its task starts; the op launched every device record of that task's correlation
+-- id. (Kineto's arrows start at API calls, which correlation ids already link.)
+CREATE OR REPLACE TEMP TABLE _op_by_flow AS
+WITH fl AS (
+    SELECT f.rank, m.category, m.flow_id, m.phase, m.pid, m.tid, m.ts + f.offset_ns AS ts
+    FROM staging_flows m JOIN files f ON m.rank = f.file
+), op_flows AS (
+    SELECT fl.rank, fl.category, fl.flow_id, o.id AS op_id
+    FROM fl JOIN _s o ON o.rank = fl.rank AND o.pid = fl.pid AND o.tid = fl.tid AND o.ts = fl.ts
+    WHERE fl.phase = 's' AND o.kind = 'host_op'
+)
+SELECT d.rank, d.correlation, min(s.op_id) AS op_id
+FROM op_flows s JOIN fl e ON e.rank = s.rank AND e.category = s.category AND e.flow_id = s.flow_id
+JOIN _s d ON d.rank = e.rank AND d.pid = e.pid AND d.tid = e.tid AND d.ts = e.ts
+WHERE e.phase = 'f' AND d.device <> 'host' AND d.correlation IS NOT NULL
+GROUP BY ALL;
+
 CREATE OR REPLACE TEMP TABLE _api_by_corr AS
 SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent FROM _host
 WHERE api_correlation IS NOT NULL GROUP BY ALL;
@@ -133,9 +154,11 @@ WHERE d.device <> 'host' AND d.kind <> 'step';
 DROP TABLE _op_by_ext;
 
 CREATE OR REPLACE TEMP TABLE _launched AS
-SELECT d.* EXCLUDE (correlation, op_id), coalesce(d.op_id, c.api_parent, c.api_id) AS launch_id
-FROM _by_ext d LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation;
+SELECT d.* EXCLUDE (correlation, op_id), coalesce(d.op_id, f.op_id, c.api_parent, c.api_id) AS launch_id
+FROM _by_ext d LEFT JOIN _op_by_flow f ON f.rank = d.rank AND f.correlation = d.correlation
+LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation;
 DROP TABLE _by_ext;
+DROP TABLE _op_by_flow;
 DROP TABLE _api_by_corr;
 
 CREATE OR REPLACE TEMP TABLE _launcher_step AS
