@@ -19,6 +19,11 @@ CREATE OR REPLACE MACRO stream_wait(rank, device, stream, ts, dur, id) AS
 CREATE OR REPLACE MACRO is_device_task(device, kind) AS
     device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');
 
+-- A task the AI Core ran (torch_npu's "With AICore"), by the hardware task type its source wrote:
+-- AI_CORE in the text export's trace_view.json, KERNEL_AICORE or KERNEL_AIVEC in its `.db`.
+CREATE OR REPLACE MACRO is_ai_core_task(hardware_type) AS
+    hardware_type IN ('AI_CORE', 'KERNEL_AICORE', 'KERNEL_AIVEC');
+
 -- Task type of a device record, in msprof's words where they exist.
 CREATE OR REPLACE MACRO task_type(kind) AS
     CASE kind WHEN 'kernel' THEN 'KERNEL' WHEN 'comm' THEN 'COMMUNICATION' WHEN 'memcpy' THEN 'MEMCPY'
@@ -26,14 +31,14 @@ CREATE OR REPLACE MACRO task_type(kind) AS
 
 -- Level of a host API call: the CANN level the source recorded (acl, node, hccl, runtime), else
 -- CUDA/HIP runtime or driver by category.
--- (JSON is parsed only where a key "level" can be: the run has a source that writes levels
--- (`run_api_levels()`, a constant from the manifest, defined when a run is opened) and the text
+-- (JSON is parsed only where a key "level" can be: the run has a source that writes CANN's keys
+-- (`run_cann_args()`, a constant from the manifest, defined when a run is opened) and the text
 -- holds `level`, or a \u escape.)
--- Opening a run defines run_api_levels() from its manifest first; this default (read the args)
+-- Opening a run defines run_cann_args() from its manifest first; this default (read the args)
 -- is for a connection that did not.
-CREATE MACRO IF NOT EXISTS run_api_levels() AS true;
+CREATE MACRO IF NOT EXISTS run_cann_args() AS true;
 CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
-    CASE WHEN run_api_levels() AND (contains(args, 'level') OR contains(args, '\u'))
+    CASE WHEN run_cann_args() AND (contains(args, 'level') OR contains(args, '\u'))
          THEN json_extract_string(args, '$.level') END,
     CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
 

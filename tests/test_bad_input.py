@@ -156,3 +156,18 @@ def test_bad_option_is_a_usage_error(good):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.stdout == ""
+
+
+def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
+    """A query session out of its memory limit, on opening the run or in a query, is one Error line
+    naming PROF_ENGINE_MEMORY_LIMIT; an export leaves no file behind."""
+    import prof_engine
+
+    out = good / "oom-export"
+    monkeypatch.setenv("PROF_ENGINE_MEMORY_LIMIT", "1MB")
+    assert_user_error(cli(good, "export", "run", "op_summary", "-o", out), "out of memory", "PROF_ENGINE_MEMORY_LIMIT")
+    assert not out.exists() or not any(out.iterdir())
+    monkeypatch.delenv("PROF_ENGINE_MEMORY_LIMIT")
+    with prof_engine.open(good / "run", memory_limit="20MB") as run:
+        with pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"):
+            run.sql("SELECT list(a) FROM range(10000000) t(a)")  # a list aggregate cannot spill

@@ -32,11 +32,11 @@ def test_api_level_reads_no_args_where_no_source_writes_levels(tmp_path):
     (most of the bytes of millions of API calls), and the level comes from the category."""
     import prof_engine
     from conftest import write_trace, x
-    from prof_engine.store.manifest import api_levels_in_args
+    from prof_engine.store.manifest import cann_args
 
-    assert not api_levels_in_args({"sources": [{"format": "kineto"}, {"format": "collector"}]})
-    assert api_levels_in_args({"sources": [{"format": "kineto"}, {"format": "torch_npu"}]})
-    assert api_levels_in_args({"sources": [{"format": "chrome"}]})
+    assert not cann_args({"sources": [{"format": "kineto"}, {"format": "collector"}]})
+    assert cann_args({"sources": [{"format": "kineto"}, {"format": "torch_npu"}]})
+    assert cann_args({"sources": [{"format": "chrome"}]})
     events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
               x("cudaLaunchKernel", 1, 5, cat="cuda_runtime", correlation=1, level="acl")]
     trace = write_trace(tmp_path / "t.json", events)

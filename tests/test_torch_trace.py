@@ -60,9 +60,11 @@ def trace(tmp_path_factory) -> dict:
             start = base + ns(e["ts"])
             steps[int(e["name"].split("#")[1])] = (start, start + ns(e["dur"]))
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    # torch's own table over the same (last active) window: name -> (calls, self µs, total µs)
+    averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
     prof_engine.import_trace([path], tmp / "run")
     run = prof_engine.open(tmp / "run")
-    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run}
+    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run, "averages": averages}
     run.close()
 
 
@@ -215,3 +217,18 @@ def test_input_shapes_of_linear_ops(trace):
     assert Counter(linear["Input Shapes"]) == raw
     addmm = df.filter(df["Op Name"] == "aten::addmm")["Input Shapes"].to_list()
     assert f"{HIDDEN};{BATCH},{IN};{IN},{HIDDEN};;" in addmm  # bias; input; weight.t(); beta; alpha
+
+
+def test_key_averages_is_torchs_key_averages(trace):
+    """key_averages gives, per op, the calls, self and total CPU time of torch.profiler's own
+    `key_averages()` over the same events, redispatches folded as torch folds them (its
+    record_function ranges and ProfilerStep#N are user ranges and steps here, not ops)."""
+    op_names = {e["name"] for e in trace["ops"]}
+    torch_rows = {k: v for k, v in trace["averages"].items() if k in op_names}
+    ours = {n: (c, s, t) for n, c, s, t in trace["run"].sql(
+        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+    assert sorted(ours) == sorted(torch_rows) and len(ours) > 10
+    for name, (calls, self_us, total_us) in torch_rows.items():
+        assert ours[name][0] == calls, name
+        assert ours[name][1] == pytest.approx(self_us, abs=0.002 * calls), name
+        assert ours[name][2] == pytest.approx(total_us, abs=0.002 * calls), name

@@ -10,7 +10,9 @@ import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
-from prof_engine.engine.session import Run
+import duckdb
+
+from prof_engine.engine.session import Run, query_error
 from prof_engine.engine.tables import write_csv
 from prof_engine.engine.views import public_views
 from prof_engine.errors import QueryError
@@ -43,13 +45,18 @@ def export_views(
     for view in views or SUMMARY_VIEWS:
         target = out / f"{view}_{stamp}.{fmt}"
         query = f"SELECT * FROM {_quote_ident(view)}"
-        with atomic_path(target) as tmp:
-            if fmt == "csv":
-                reader = run.con.sql(query).to_arrow_reader(100_000)
-                write_csv(reader, reader.schema, str(tmp))
-            else:
-                options = "FORMAT json, ARRAY true" if fmt == "json" else "FORMAT parquet, COMPRESSION zstd"
-                run.con.execute(f"COPY ({query}) TO '{_sql_path(tmp)}' ({options})")
+        try:
+            with atomic_path(target) as tmp:
+                if fmt == "csv":
+                    reader = run.con.sql(query).to_arrow_reader(100_000)
+                    write_csv(reader, reader.schema, str(tmp))
+                else:
+                    options = "FORMAT json, ARRAY true" if fmt == "json" else "FORMAT parquet, COMPRESSION zstd"
+                    run.con.execute(f"COPY ({query}) TO '{_sql_path(tmp)}' ({options})")
+        except (duckdb.Error, OSError) as e:  # a query's error arrives as an OSError through Arrow
+            if isinstance(e, duckdb.Error) or str(e).startswith("Out of Memory Error"):
+                raise query_error(e) from None
+            raise
         written.append(target)
     return written
 

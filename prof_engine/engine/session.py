@@ -20,7 +20,7 @@ from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar
 from prof_engine.store.manifest import (
-    api_levels_in_args,
+    cann_args,
     derived,
     host_only_ranks_possible,
     launch_names_stored,
@@ -115,6 +115,16 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def query_error(e: Exception) -> QueryError:
+    """A DuckDB error in a query as the one line a user sees. Running out of the session's memory
+    (a DuckDB error, or an OSError where the rows streamed through Arrow) says how to give it more."""
+    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if isinstance(e, duckdb.OutOfMemoryException) or first.startswith("Out of Memory Error"):
+        return QueryError(f"the query ran out of memory within the session's limit ({first}); set "
+                          f"{MEMORY_LIMIT_ENV} to allow more (e.g. 8GB), or query fewer steps (--step)")
+    return QueryError(f"SQL error: {first}")
+
+
 def _bytes(size: str) -> float:
     """Bytes of a size as DuckDB takes or shows one ("2GB", "18.8 GiB", "512 bytes")."""
     scale = {"": 1, "b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
@@ -140,7 +150,11 @@ class Run:
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
-        attach(self.con, self.path, self.manifest, self.steps)
+        try:
+            attach(self.con, self.path, self.manifest, self.steps)
+        except BaseException:
+            self.con.close()
+            raise
 
     def __enter__(self) -> Run:
         return self
@@ -163,7 +177,7 @@ class Run:
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
         except duckdb.Error as e:
-            raise QueryError(f"SQL error: {str(e).splitlines()[0]}") from None
+            raise query_error(e) from None
 
     def view(self, name: str) -> Result:
         """The rows of a view (see `views()`)."""
@@ -174,7 +188,8 @@ class Run:
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls; with
-        `more` (the report), communication by op type and memory peaks where the run has them."""
+        `more` (the report), framework ops, communication by op type and memory peaks where the run
+        has them."""
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -183,7 +198,8 @@ class Run:
             f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
         }
         if more:
-            for title, macro in ((f"Top {n} communication op types (communication)", "summary_comm"),
+            for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
+                                 (f"Top {n} communication op types (communication)", "summary_comm"),
                                  (f"Top {n} memory peaks (memory)", "summary_memory")):
                 result = self.sql(f"SELECT * FROM {macro}(?)", [n])
                 if len(result):
@@ -385,13 +401,20 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
     """
+    try:
+        _attach(con, path, manifest, steps)
+    except duckdb.Error as e:  # reading the run's footers, within the session's memory limit
+        raise query_error(e) from None
+
+
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> None:
     final, in_order = _register_tables(con, path, manifest, steps)
     # Constants from the manifest, which DuckDB folds into the views' plans:
     held = derived(manifest)
     for macro, value in {
-        # where no source writes CANN levels, API calls' args (most of the bytes of 10 M API
-        # calls) are not read at all (`api_level`)
-        "run_api_levels": api_levels_in_args(manifest),
+        # where no source writes CANN's keys, the args of API calls and tasks (most of the bytes
+        # of 10 M records) are not read at all (`api_level`, `_operator_calls`)
+        "run_cann_args": cann_args(manifest),
         # device records name their launcher (schema 1.2 on): no join to the host ops
         "run_launch_names": launch_names_stored(manifest),
         # the step lanes and stream waits are stored where every rank was finalised whole

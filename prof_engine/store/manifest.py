@@ -62,16 +62,17 @@ def run_ranks(manifest: dict[str, Any]) -> list[tuple]:
     return rows
 
 
-# Source formats whose API records never hold a CANN level in their args: Kineto (CUDA/HIP API
-# args are External id, cbid, correlation) and the collector (which records through Kineto).
-_FORMATS_WITHOUT_API_LEVELS = frozenset({"kineto", "collector"})
+# Source formats whose records never hold CANN's keys in their args: Kineto (CUDA/HIP API args are
+# External id, cbid, correlation) and the collector (which records through Kineto).
+_FORMATS_WITHOUT_CANN_ARGS = frozenset({"kineto", "collector"})
 
 
-def api_levels_in_args(manifest: dict[str, Any]) -> bool:
-    """Whether any source of the run may have written an API call's level into its args (CANN
-    sources do); if none did, views need not read the args of every API call to find out."""
+def cann_args(manifest: dict[str, Any]) -> bool:
+    """Whether any source of the run may have written CANN's keys into its records' args (an API
+    call's level, a task's hardware type: CANN sources do); if none did, views need not read the
+    args of millions of records to find out."""
     formats = {src.get("format") for src in manifest.get("sources", [])}
-    return not formats or not formats <= _FORMATS_WITHOUT_API_LEVELS
+    return not formats or not formats <= _FORMATS_WITHOUT_CANN_ARGS
 
 
 def launch_names_stored(manifest: dict[str, Any]) -> bool:

@@ -35,7 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine._resources import data_dir
-from prof_engine.engine.session import Result, Run, attach, connect
+from prof_engine.engine.session import Result, Run, attach, connect, query_error
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
@@ -135,7 +135,7 @@ class Batch:
         try:
             return Result(self.con.sql(query, params=list(params) if params is not None else None).to_arrow_table())
         except duckdb.Error as e:
-            raise QueryError(f"SQL error: {str(e).splitlines()[0]}") from None
+            raise query_error(e) from None
 
     def report(self, levels: Sequence[str], settings: Settings) -> pa.Table:
         """The comparison of every run with run 0 (columns: queries/compare/_report.sql)."""

@@ -1,0 +1,39 @@
+-- view: _operator_calls
+-- answers: every framework (host) op call with its host time and the device time it launched, in
+--   ns: self (the tasks it launched itself) and total (with the tasks of the ops nested in it);
+--   operator_details lists them, key_averages sums them per op name.
+-- requires: slices, _classify
+-- Device time counts the tasks of `is_device_task` by their launcher (`launch_id`, filled in at
+-- import). A communication op's own tasks (the device records that share its correlation id:
+-- Ascend's SDMA copies and notifies inside an HCCL op) are part of it, and count once, as the op.
+-- `aicore` is the time of the AI Core's tasks (Ascend; `is_ai_core_task`; the args, where the
+-- hardware type is, are read only in runs with CANN sources: `run_cann_args`).
+CREATE OR REPLACE VIEW _operator_calls AS
+WITH RECURSIVE comm_ids AS (
+    SELECT DISTINCT rank, correlation FROM slices
+    WHERE device <> 'host' AND kind = 'comm' AND correlation IS NOT NULL
+), launched AS (
+    SELECT t.rank, t.launch_id AS id, sum(t.dur) AS dur,
+           coalesce(sum(t.dur) FILTER (WHERE is_ai_core_task(coalesce(
+               CASE WHEN run_cann_args() THEN t.args ->> 'Task Type' END, t.task_type))), 0) AS aicore
+    FROM slices t ANTI JOIN comm_ids c ON c.rank = t.rank AND c.correlation = t.correlation AND t.kind <> 'comm'
+    WHERE is_device_task(t.device, t.kind) AND t.launch_id IS NOT NULL
+    GROUP BY t.rank, t.launch_id
+), host AS (
+    SELECT rank, id, parent_id FROM slices WHERE device = 'host' AND kind = 'host_op' AND parent_id IS NOT NULL
+), up(rank, id, self, dur, aicore_self, aicore) AS (  -- launchers' device time, handed up a level at a time
+    SELECT rank, id, dur, dur, aicore, aicore FROM launched
+    UNION ALL
+    SELECT u.rank, h.parent_id, 0, sum(u.dur), 0, sum(u.aicore) FROM up u JOIN host h ON h.rank = u.rank AND h.id = u.id
+    GROUP BY u.rank, h.parent_id
+), device AS (
+    SELECT rank, id, sum(self) AS self, sum(dur) AS total, sum(aicore_self) AS aicore_self, sum(aicore) AS aicore_total
+    FROM up GROUP BY rank, id
+)
+SELECT o.rank, o.step, o.id, o.ts, o.name, o.input_shapes,
+       CASE WHEN run_cann_args() THEN o.args ->> 'Call stack' END AS call_stack,
+       o.self_dur AS host_self, o.dur AS host_total,
+       coalesce(d.self, 0) AS device_self, coalesce(d.total, 0) AS device_total,
+       coalesce(d.aicore_self, 0) AS aicore_self, coalesce(d.aicore_total, 0) AS aicore_total
+FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id
+WHERE o.device = 'host' AND o.kind = 'host_op';
