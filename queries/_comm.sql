@@ -3,13 +3,14 @@
 --   of `communication` and `communication_matrix`. Definitions follow msprof's communication
 --   analysis (Ascend/msprof `analysis/msparser/cluster/communication_parser.py`,
 --   `communication_matrix_parser.py`, `meta_parser.py`).
--- requires: slices, comm, _tasks, _units
+-- requires: slices, comm, _tasks, _classify, _units
 
 -- Communication ops: device collectives (HCCL group ops, NCCL kernels), and gloo/NCCL host ranges
--- for ranks without device records (as `_overlap` does). `rdma_tasks`: how many plane tasks one
+-- for ranks without device records (as `_overlap` does). The op type is the source's, else the
+-- collective its metadata names, else the one its name says (`collective_kind`). `rdma_tasks`: how many plane tasks one
 -- RDMA transfer spans in msprof (3 for send/receive ops, 5 with the barrier of collectives).
 CREATE OR REPLACE VIEW _comm_ops AS
-SELECT s.id AS op_id, s.rank, s.device, s.step, s.name, coalesce(s.op_type, c.collective) AS op_type,
+SELECT s.id AS op_id, s.rank, s.device, s.step, s.name, coalesce(s.op_type, c.collective, collective_kind(s.name)) AS op_type,
        c.group_name, s.ts, s.ts + s.dur AS te, s.dur, s.pid, try_cast(s.tid AS BIGINT) AS lane,
        CASE WHEN s.name ILIKE '%send%' OR s.name ILIKE '%receive%' THEN 3 ELSE 5 END AS rdma_tasks
 FROM slices s LEFT JOIN comm c ON c.slice_id = s.id
