@@ -88,3 +88,15 @@ def test_communication_statistic_by_op_type(run):
     assert run.sql('SELECT "OP Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)", '
                    '"Ratio(%)" FROM communication_statistic').rows() == [
         ("allreduce", 2, sum(ALLREDUCE), min(ALLREDUCE), statistics.mean(ALLREDUCE), max(ALLREDUCE), 100.0)]
+
+
+def test_counter_statistic_weights_each_value_by_how_long_it_held(tmp_path):
+    def sample(ts: float, **values) -> dict:
+        return {"ph": "C", "name": "cpu", "pid": 1, "tid": 1, "ts": ts, "args": values}
+
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("op", 1, 1),
+              sample(0, used=10), sample(10, used=20), sample(40, used=50), sample(5, idle=3)]
+    with prof_engine.open(prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")) as r:
+        rows = r.sql('SELECT "Counter", "Series", "Samples", "Min", "Avg", "Max", "Last" FROM counter_statistic').rows()
+    # used: 10 for 10 µs, 20 for 30 µs, then 50 (the last sample holds for no known time)
+    assert rows == [("cpu", "idle", 1, 3.0, 3.0, 3.0, 3.0), ("cpu", "used", 3, 10.0, 17.5, 50.0, 50.0)]
