@@ -80,6 +80,19 @@ def test_config_file_keys(tmp_path):
     assert s.resolved("profile_memory") is True  # Level2 turns allocator events on
 
 
+def test_acl_json_and_profiling_options_keys_are_read_with_a_warning(tmp_path, caplog):
+    """An existing acl.json `profiler` block (or TF profiling_options) is read: its keys that have a
+    setting here are used, the Ascend-only ones are named in a warning instead of failing."""
+    path = tmp_path / "acl.json"
+    path.write_text(json.dumps({"profiler": {"switch": "on", "output": "out", "aicpu": "on",
+                                             "aic_metrics": "PipeUtilization", "acl_api": "on", "interval": 2}}))
+    with caplog.at_level("WARNING", logger="prof_engine"):
+        s = config.load(path)
+    assert s.output == "out" and [n for n in range(4) if s.schedule(n).records] == [1, 3]
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert all(f"'{k}'" in warned for k in ("aicpu", "aic_metrics", "acl_api")) and "no effect" in warned
+
+
 @pytest.mark.parametrize("raw, says", [
     ({"swtich": "on"}, "unknown key 'swtich'"),
     ({"switch": "maybe"}, "switch must be"),

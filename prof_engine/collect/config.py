@@ -10,7 +10,9 @@ file holds one object, either at the top level or under `"profiler"`:
                   "sampling_interval_ms": 100, "flush": "step", "keep_traces": false}}
 
 `switch` "off" turns every Profiler of the program into a no-op; `interval` N records every Nth
-step (acl.json's "profile every Nth inference"), in place of `schedule`.
+step (acl.json's "profile every Nth inference"), in place of `schedule`. The other keys of an
+existing acl.json `profiler` block or TensorFlow `profiling_options` (`FOREIGN_KEYS`) are accepted
+with a warning: what they switch on is Ascend hardware's, or always recorded here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from prof_engine.collect.schedule import Schedule, schedule
 from prof_engine.errors import CollectError
 
 ENV = "PROF_ENGINE_CONFIG"
+log = logging.getLogger("prof_engine")
 
 
 class ProfilerActivity(enum.Enum):
@@ -169,6 +173,17 @@ def _schedule(raw: dict[str, Any], where: str) -> Schedule | None:
 
 KEYS = ("switch", "output", "activities", "level", "schedule", "interval", "profile_memory", "with_stack",
         "record_shapes", "sampling_interval_ms", "flush", "keep_traces")
+# Keys of acl.json's `profiler` block and TensorFlow's `profiling_options` that have no setting
+# here, and why: a user's existing file is read, and told what does not apply.
+FOREIGN_KEYS = {
+    "aicpu": "AI CPU tasks are Ascend hardware's",
+    "aic_metrics": "AI Core PMU metrics are Ascend hardware's",
+    "acl_api": "runtime API calls are recorded with the ops (levels Level0 and up)",
+    "training_trace": "steps are always recorded",
+    "task_trace": "device tasks are recorded with the CUDA activity",
+    "fp_point": "steps come from the program's steps, not from forward/backward ops",
+    "bp_point": "steps come from the program's steps, not from forward/backward ops",
+}
 
 
 def parse(raw: Any, where: str) -> Settings:
@@ -177,9 +192,11 @@ def parse(raw: Any, where: str) -> Settings:
         raw = raw["profiler"]
     if not isinstance(raw, dict):
         raise CollectError(f"{where}: the config must be a JSON object")
-    unknown = sorted(set(raw) - set(KEYS))
+    unknown = sorted(set(raw) - set(KEYS) - set(FOREIGN_KEYS))
     if unknown:
         raise CollectError(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(KEYS)})")
+    for key in sorted(set(raw) & set(FOREIGN_KEYS)):
+        log.warning("prof_engine: %s: %r (acl.json / profiling_options) has no effect: %s", where, key, FOREIGN_KEYS[key])
     flush = raw.get("flush")
     if flush not in (None, "step", "cycle"):
         raise CollectError(f"{where}: flush must be \"step\" or \"cycle\", not {flush!r}")
