@@ -1,6 +1,6 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
--- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages
+-- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
@@ -18,6 +18,10 @@ SELECT * FROM op_statistic ORDER BY "Total Time(us)" DESC, "OP Type" LIMIT row_l
 
 CREATE OR REPLACE MACRO summary_apis(row_limit) AS TABLE
 SELECT * FROM api_statistic ORDER BY "Time(us)" DESC, "API Name" LIMIT row_limit;
+
+-- What to look at first (`advice`), most severe first.
+CREATE OR REPLACE MACRO summary_advice(row_limit) AS TABLE
+SELECT "Rank", "Device", "Severity", "Finding", "Suggestion" FROM advice LIMIT row_limit;
 
 -- The framework ops that launched the most device time (then the most host time), as
 -- torch.profiler's key_averages table sorted by device time.

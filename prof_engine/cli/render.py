@@ -16,13 +16,20 @@ out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True, soft_wrap=True)
 
 
+# Columns of sentences (advice's): wrapped over lines, never cut.
+PROSE = ("Finding", "Suggestion")
+
+
 def table(result: Result, title: str | None = None, limit: int | None = None, max_width: int = 48) -> None:
-    """Print `result` as a terminal table (first `limit` rows); numbers are never cut, names are."""
+    """Print `result` as a terminal table (first `limit` rows); numbers are never cut, names are
+    (prose columns wrap)."""
     t = Table(title=title, title_justify="left", title_style="bold", header_style="bold cyan")
     arrow = result.arrow()
     for name, typ in zip(arrow.column_names, arrow.schema.types):
         if is_number(typ):
             t.add_column(name, justify="right", no_wrap=True, overflow="fold")
+        elif name in PROSE:
+            t.add_column(name, min_width=24, ratio=1, overflow="fold")
         else:
             t.add_column(name, max_width=max_width, no_wrap=True, overflow="ellipsis")
     rows = result.rows()

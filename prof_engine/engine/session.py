@@ -187,9 +187,9 @@ class Run:
         return self.sql(f'SELECT * FROM "{name}"')
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
-        """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls; with
-        `more` (the report), framework ops, communication by op type and memory peaks where the run
-        has them."""
+        """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
+        advice where the run has findings; with `more` (the report), framework ops, communication by
+        op type and memory peaks where the run has them."""
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -197,6 +197,9 @@ class Run:
             f"Top {n} op types (op_statistic)": self.sql("SELECT * FROM summary_op_types(?)", [n]),
             f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
         }
+        advice = self.sql("SELECT * FROM summary_advice(?)", [n])
+        if len(advice):
+            tables["Advice (advice: what to look at first)"] = advice
         if more:
             for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
                                  (f"Top {n} communication op types (communication)", "summary_comm"),

@@ -1,0 +1,86 @@
+-- view: advice
+-- answers: what to look at first — findings from the other views that usually cost a training
+--   job time, each with the numbers behind it, what it suggests and which views show it: the
+--   device idle within its steps, communication not hidden by compute, a slow start of each step,
+--   launch-bound kernels, copies from pageable memory, the host waiting on the device, slow ranks.
+-- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
+--   communication overlap), as thresholds over this run's views.
+-- requires: step_trace, kernel_launch, memcpy_statistic, api_statistic, slow_rank
+-- column `Rank` INTEGER: global rank the finding is about
+-- column `Device` VARCHAR: its device (`host` for findings about the host)
+-- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, launch_bound, pageable_copies, host_sync, slow_rank
+-- column `Severity` VARCHAR: high (over the rule's second threshold: 30 % of the steps' time, 3 in 4 tasks launch-bound, a rank slow in 2 steps or more) or medium
+-- column `Finding` VARCHAR: what the numbers say
+-- column `Suggestion` VARCHAR: what usually helps
+-- column `Views` VARCHAR: where to look next
+-- column `Share(%)` DOUBLE: the time the finding is about, as a share of the steps' time (NULL where not a time)
+-- Thresholds: a share of the steps' device time (the spans of step_trace) of 10 % is a finding,
+-- 30 % a high one; launch-bound: half of at least 100 tasks shorter than their launch call.
+WITH steps AS (  -- each device's steps, summed
+    SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
+           sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
+           sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing
+    FROM step_trace WHERE "Step" IS NOT NULL AND "Device" <> 'host' GROUP BY ALL HAVING sum("End Time(us)" - "Start Time(us)") > 0
+), launches AS (
+    SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
+           count(*) FILTER (WHERE "Task Duration(us)" < "Launch Duration(us)") AS short
+    FROM kernel_launch GROUP BY ALL
+), pageable AS (
+    SELECT "Rank" AS rank, "Device" AS device, sum("Count") AS n, sum("Total Time(us)") AS t
+    FROM memcpy_statistic WHERE "Operation" ILIKE '%pageable%' GROUP BY ALL
+), syncs AS (
+    SELECT "Rank" AS rank, sum("Count") AS n, sum("Time(us)") AS t,
+           string_agg(DISTINCT "API Name", ', ' ORDER BY "API Name") AS names
+    FROM api_statistic WHERE "API Name" ILIKE '%synchronize%' GROUP BY ALL
+), host_span AS (  -- the steps' time of a rank, for findings about its host
+    SELECT rank, max(span) AS span FROM steps GROUP BY rank
+), findings AS (
+    SELECT rank, device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
+           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, n, free, span) AS finding,
+           'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' AS suggestion,
+           'step_trace, kernel_launch, api_statistic' AS views
+    FROM steps WHERE free / span > 0.10
+    UNION ALL
+    SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
+           format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),
+           'overlap communication with computation (gradient bucket sizes, FSDP prefetch, gradient accumulation); if one rank is slow the others wait for it in their collectives',
+           'step_trace, communication, slow_rank'
+    FROM steps WHERE exposed / span > 0.10
+    UNION ALL
+    SELECT rank, device, 'slow_step_start', preparing / (span + preparing), preparing / (span + preparing) > 0.30,
+           format('each step''s first device work started {:,.0f} µs after the step began on the host (mean over {} step(s))', preparing / n, n),
+           'data loading or host work ahead of the first launch: more DataLoader workers, pin_memory, prefetching the next batch',
+           'step_trace'
+    FROM steps WHERE preparing / (span + preparing) > 0.10
+    UNION ALL
+    SELECT rank, device, 'launch_bound', NULL, short >= 0.75 * n,
+           format('{} of {} device tasks ({:.0f} %) ran shorter than the runtime call that launched them', short, n, 100.0 * short / n),
+           'launch-bound: the device finishes each task before the host can launch the next; fuse small ops (torch.compile), capture CUDA graphs, batch more work per kernel',
+           'kernel_launch, kernel_statistic'
+    FROM launches WHERE n >= 100 AND short >= 0.5 * n
+    UNION ALL
+    SELECT p.rank, p.device, 'pageable_copies', p.t / nullif(s.span, 0), coalesce(p.t / nullif(s.span, 0) > 0.30, false),
+           format('{} copies to or from pageable host memory took {:,.0f} µs', p.n, p.t),
+           'pageable memory makes a copy synchronous and slower: pin the host tensors (DataLoader pin_memory=True) and copy with non_blocking=True',
+           'memcpy_statistic'
+    FROM pageable p LEFT JOIN steps s ON s.rank = p.rank AND s.device = p.device
+    UNION ALL
+    SELECT y.rank, 'host', 'host_sync', y.t / nullif(h.span, 0), y.t / nullif(h.span, 0) > 0.30,
+           format('the host waited {:,.0f} µs in {} device synchronizations ({})', y.t, y.n, y.names),
+           'each synchronization stalls the launch pipeline: avoid .item(), .cpu(), printing or logging device values every step, and explicit synchronize calls',
+           'api_statistic'
+    FROM syncs y LEFT JOIN host_span h ON h.rank = y.rank
+    WHERE y.t / nullif(h.span, 0) > 0.05
+    UNION ALL
+    SELECT "Rank", any_value("Device"), 'slow_rank', NULL, count(DISTINCT "Step") >= 2,
+           format('slower than the other ranks in {} step(s): {} (up to {:,.0f} µs over the median)', count(DISTINCT "Step"),
+                  string_agg(DISTINCT "Component", ', ' ORDER BY "Component"), max("Excess(us)")),
+           'the other ranks wait for it in their collectives: compare its step_trace with theirs (a slower device, host, data loading or link)',
+           'slow_rank, cluster_step_trace'
+    FROM slow_rank GROUP BY "Rank"
+)
+SELECT rank AS "Rank", device AS "Device", rule AS "Rule",
+       CASE WHEN severe THEN 'high' ELSE 'medium' END AS "Severity",
+       finding AS "Finding", suggestion AS "Suggestion", views AS "Views", round(100 * share, 1) AS "Share(%)"
+FROM findings
+ORDER BY CASE "Severity" WHEN 'high' THEN 0 ELSE 1 END, share DESC NULLS LAST, "Rank", "Rule"

@@ -1,0 +1,74 @@
+"""The advice view: each rule fires on a synthetic trace built to show its problem, with the
+numbers the trace holds, and none fires on a trace without one."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import write_trace, x
+
+import prof_engine
+
+
+def _kernel(name: str, ts: float, dur: float, correlation: int, cat: str = "kernel") -> dict:
+    return x(name, ts, dur, cat=cat, pid=0, tid=7, device=0, stream=7, correlation=correlation)
+
+
+def _launch(ts: float, dur: float, correlation: int) -> dict:
+    return x("cudaLaunchKernel", ts, dur, cat="cuda_runtime", correlation=correlation)
+
+
+def _advice(tmp_path, events, name="t") -> dict[str, tuple]:
+    run = prof_engine.import_trace([write_trace(tmp_path / f"{name}.json", events)], tmp_path / f"{name}_run")
+    with prof_engine.open(run) as r:
+        return {rule: rest for rule, *rest in r.sql(
+            'SELECT "Rule", "Rank", "Device", "Severity", "Finding", "Share(%)" FROM advice').rows()}
+
+
+def test_a_busy_device_gets_no_advice(tmp_path):
+    events, c = [], 0
+    for step, start in ((1, 0.0), (2, 1000.0)):
+        events.append(x(f"ProfilerStep#{step}", start, 1000, cat="user_annotation"))
+        for i in range(10):  # 10 kernels of 95 µs back to back, each launched 3 µs ahead
+            c += 1
+            events += [_launch(start + 2 + 95 * i, 3, c), _kernel("gemm", start + 5 + 95 * i, 95, c)]
+    assert _advice(tmp_path, events) == {}
+
+
+def test_each_rule_fires_with_its_numbers(tmp_path):
+    events = [x("ProfilerStep#1", 0, 3000, cat="user_annotation")]
+    for i in range(120):  # 120 kernels of 2 µs, each launched by a 5 µs call: 240 µs busy, 500-1930
+        events += [_launch(490 + 12 * i, 5, i + 1), _kernel("tiny", 500 + 12 * i, 2, i + 1)]
+    events += [
+        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 1940, 400, 500),  # hidden by nothing
+        _kernel("Memcpy HtoD (Pageable -> Device)", 2350, 20, 501, cat="gpu_memcpy"),  # neither lane: free
+        x("cudaDeviceSynchronize", 2400, 300, cat="cuda_runtime"),
+    ]
+    advice = _advice(tmp_path, events)
+    assert set(advice) == {"device_idle", "exposed_communication", "slow_step_start", "launch_bound",
+                           "pageable_copies", "host_sync"}
+    # the device's step (step_trace): from its first computing or communication (500 µs) to the
+    # end of the last (2340 µs); copies are neither
+    span, busy = 1840, 240 + 400
+    rank, device, severity, finding, share = advice["device_idle"]
+    assert (rank, device, severity) == (0, "gpu0", "high") and share == pytest.approx(100 * (span - busy) / span, abs=0.1)
+    assert finding == "the device was idle 65.2 % of its 1 step(s) (1,200 of 1,840 µs)"
+    assert advice["exposed_communication"][4] == pytest.approx(100 * 400 / span, abs=0.1)
+    assert "started 500 µs after" in advice["slow_step_start"][3]
+    assert tuple(advice["launch_bound"][2:4]) == ("high", "120 of 120 device tasks (100 %) ran shorter than the "
+                                                          "runtime call that launched them")
+    assert advice["pageable_copies"][3].startswith("1 copies to or from pageable host memory took 20 µs")
+    assert advice["host_sync"][1] == "host" and "300 µs in 1 device synchronizations (cudaDeviceSynchronize)" in \
+        advice["host_sync"][3] and advice["host_sync"][4] == pytest.approx(100 * 300 / span, abs=0.1)
+
+
+def test_slow_rank_is_advice(tmp_path):
+    src = tmp_path / "job"
+    src.mkdir()
+    for rank in range(3):
+        work = 900 if rank == 2 else 300  # rank 2 computes three times as long
+        events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"), _launch(1, 2, 1), _kernel("gemm", 5, work, 1),
+                  _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 910, 50, 2)]
+        write_trace(src / f"rank{rank}.json", events, distributedInfo={"rank": rank, "world_size": 3})
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as r:
+        rows = r.sql("""SELECT "Rank", "Severity", "Finding" FROM advice WHERE "Rule" = 'slow_rank'""").rows()
+    assert rows == [(2, "medium", "slower than the other ranks in 1 step(s): Computing (up to 600 µs over the median)")]
