@@ -12,8 +12,8 @@ Every measurement is a fresh Python process (`--child NAME`) that opens the run 
 * op_statistic, step_trace, overlap, api_statistic: `run.view(name).arrow()`, all rows materialised;
 * op_summary: `SELECT count(*) FROM op_summary` (every device record, counted);
 * kernel_launch (count and mean delay of every device task's launch), op_flops (all rows),
-  key_averages (all rows) and operator_details (count and summed device time of every op call),
-  which have no target of their own;
+  key_averages (all rows), operator_details (count and summed device time of every op call) and
+  advice (all rows), which have no target of their own;
 * export: `prof-engine export RUN op_summary --step ... --format csv` through the CLI's typer app,
   with enough steps for ~1 M rows.
 
@@ -52,7 +52,8 @@ VIEWS = ("op_statistic", "step_trace", "overlap", "api_statistic")
 EXTRAS = {"kernel_launch": 'SELECT count(*), avg("Launch Delay(us)") FROM kernel_launch',
           "op_flops": "SELECT * FROM op_flops",
           "key_averages": "SELECT * FROM key_averages",
-          "operator_details": 'SELECT count(*), sum("Device Total Duration(us)") FROM operator_details'}
+          "operator_details": 'SELECT count(*), sum("Device Total Duration(us)") FROM operator_details',
+          "advice": "SELECT * FROM advice"}
 # name -> the baseline printed beside it
 BASELINE_OF = {"op_statistic": "polars op_statistic", "api_statistic": "polars api_statistic",
                "step_trace": "polars Computing union", "overlap": "polars Computing union",
