@@ -54,8 +54,8 @@ def test_each_rule_fires_with_its_numbers(tmp_path):
     assert finding == "the device was idle 65.2 % of its 1 step(s) (1,200 of 1,840 µs)"
     assert advice["exposed_communication"][4] == pytest.approx(100 * 400 / span, abs=0.1)
     assert "started 500 µs after" in advice["slow_step_start"][3]
-    assert tuple(advice["launch_bound"][2:4]) == ("high", "120 of 120 device tasks (100 %) ran shorter than the "
-                                                          "runtime call that launched them")
+    assert tuple(advice["launch_bound"][2:4]) == ("high", ("120 of 120 device tasks (100 %) ran shorter than the "
+                                                           "runtime call that launched them"))
     assert advice["pageable_copies"][3].startswith("1 copies to or from pageable host memory took 20 µs")
     assert advice["host_sync"][1] == "host" and "300 µs in 1 device synchronizations (cudaDeviceSynchronize)" in \
         advice["host_sync"][3] and advice["host_sync"][4] == pytest.approx(100 * 300 / span, abs=0.1)

@@ -168,6 +168,6 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
     assert_user_error(cli(good, "export", "run", "op_summary", "-o", out), "out of memory", "PROF_ENGINE_MEMORY_LIMIT")
     assert not out.exists() or not any(out.iterdir())
     monkeypatch.delenv("PROF_ENGINE_MEMORY_LIMIT")
-    with prof_engine.open(good / "run", memory_limit="20MB") as run:
-        with pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"):
-            run.sql("SELECT list(a) FROM range(10000000) t(a)")  # a list aggregate cannot spill
+    with prof_engine.open(good / "run", memory_limit="20MB") as run, \
+         pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"):
+        run.sql("SELECT list(a) FROM range(10000000) t(a)")  # a list aggregate cannot spill
