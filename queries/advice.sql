@@ -2,13 +2,14 @@
 -- answers: what to look at first — findings from the other views that usually cost a training
 --   job time, each with the numbers behind it, what it suggests and which views show it: the
 --   device idle within its steps, communication not hidden by compute, a slow start of each step,
---   launch-bound kernels, copies from pageable memory, the host waiting on the device, slow ranks.
+--   waiting for the DataLoader, launch-bound kernels, copies from pageable memory, the host
+--   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, kernel_launch, memcpy_statistic, api_statistic, slow_rank
+-- requires: step_trace, kernel_launch, memcpy_statistic, api_statistic, slow_rank, slices
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
--- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, launch_bound, pageable_copies, host_sync, slow_rank
+-- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
 -- column `Severity` VARCHAR: high (over the rule's second threshold: 30 % of the steps' time, 3 in 4 tasks launch-bound, a rank slow in 2 steps or more) or medium
 -- column `Finding` VARCHAR: what the numbers say
 -- column `Suggestion` VARCHAR: what usually helps
@@ -32,6 +33,13 @@ WITH steps AS (  -- each device's steps, summed
     SELECT "Rank" AS rank, sum("Count") AS n, sum("Time(us)") AS t,
            string_agg(DISTINCT "API Name", ', ' ORDER BY "API Name") AS names
     FROM api_statistic WHERE "API Name" ILIKE '%synchronize%' GROUP BY ALL
+), loader AS (  -- the host's waits for the next batch (torch's `enumerate(DataLoader)#...__next__`) within its steps, ns
+    SELECT d.rank, count(*) AS n, sum(d.dur)::DOUBLE AS t, any_value(st.total) AS total
+    FROM slices d JOIN (SELECT rank, sum(dur)::DOUBLE AS total FROM slices WHERE kind = 'step' AND device = 'host' GROUP BY rank) st
+        ON st.rank = d.rank
+    WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
+      AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
+    GROUP BY d.rank
 ), host_span AS (  -- the steps' time of a rank, for findings about its host
     SELECT rank, max(span) AS span FROM steps GROUP BY rank
 ), findings AS (
@@ -52,6 +60,12 @@ WITH steps AS (  -- each device's steps, summed
            'data loading or host work ahead of the first launch: more DataLoader workers, pin_memory, prefetching the next batch',
            'step_trace'
     FROM steps WHERE preparing / (span + preparing) > 0.10
+    UNION ALL
+    SELECT rank, 'host', 'slow_dataloader', t / total, t / total > 0.30,
+           format('waiting for the DataLoader took {:.1f} % of the host''s steps ({} batches, {:,.0f} µs)', 100 * t / total, n, t / 1e3),
+           'the input pipeline does not keep up: more DataLoader workers (num_workers), persistent_workers, a larger prefetch_factor, pin_memory; lighter or on-device preprocessing',
+           'range_statistic, operator_details'
+    FROM loader WHERE t / total > 0.10
     UNION ALL
     SELECT rank, device, 'launch_bound', NULL, short >= 0.75 * n,
            format('{} of {} device tasks ({:.0f} %) ran shorter than the runtime call that launched them', short, n, 100.0 * short / n),

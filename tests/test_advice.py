@@ -42,9 +42,10 @@ def test_each_rule_fires_with_its_numbers(tmp_path):
         _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 1940, 400, 500),  # hidden by nothing
         _kernel("Memcpy HtoD (Pageable -> Device)", 2350, 20, 501, cat="gpu_memcpy"),  # neither lane: free
         x("cudaDeviceSynchronize", 2400, 300, cat="cuda_runtime"),
+        x("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 10, 600, cat="user_annotation"),
     ]
     advice = _advice(tmp_path, events)
-    assert set(advice) == {"device_idle", "exposed_communication", "slow_step_start", "launch_bound",
+    assert set(advice) == {"device_idle", "exposed_communication", "slow_step_start", "slow_dataloader", "launch_bound",
                            "pageable_copies", "host_sync"}
     # the device's step (step_trace): from its first computing or communication (500 µs) to the
     # end of the last (2340 µs); copies are neither
@@ -59,6 +60,9 @@ def test_each_rule_fires_with_its_numbers(tmp_path):
     assert advice["pageable_copies"][3].startswith("1 copies to or from pageable host memory took 20 µs")
     assert advice["host_sync"][1] == "host" and "300 µs in 1 device synchronizations (cudaDeviceSynchronize)" in \
         advice["host_sync"][3] and advice["host_sync"][4] == pytest.approx(100 * 300 / span, abs=0.1)
+    # the host's step is 3000 µs, 600 of them waiting for the next batch
+    assert tuple(advice["slow_dataloader"][1:5]) == (
+        "host", "medium", "waiting for the DataLoader took 20.0 % of the host's steps (1 batches, 600 µs)", 20.0)
 
 
 def test_slow_rank_is_advice(tmp_path):
