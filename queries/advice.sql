@@ -16,7 +16,8 @@
 -- column `Views` VARCHAR: where to look next
 -- column `Share(%)` DOUBLE: the time the finding is about, as a share of the steps' time (NULL where not a time)
 -- Thresholds: a share of the steps' device time (the spans of step_trace) of 10 % is a finding,
--- 30 % a high one; launch-bound: half of at least 100 tasks shorter than their launch call.
+-- 30 % a high one (host syncs: 5 %, pageable copies: 1 %); launch-bound: half of at least 100
+-- tasks shorter than their launch call.
 WITH steps AS (  -- each device's steps, summed
     SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
            sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
@@ -78,6 +79,7 @@ WITH steps AS (  -- each device's steps, summed
            'pageable memory makes a copy synchronous and slower: pin the host tensors (DataLoader pin_memory=True) and copy with non_blocking=True',
            'memcpy_statistic'
     FROM pageable p LEFT JOIN steps s ON s.rank = p.rank AND s.device = p.device
+    WHERE coalesce(p.t / nullif(s.span, 0) > 0.01, true)  -- a handful of small copies is no finding
     UNION ALL
     SELECT y.rank, 'host', 'host_sync', y.t / nullif(h.span, 0), y.t / nullif(h.span, 0) > 0.30,
            format('the host waited {:,.0f} µs in {} device synchronizations ({})', y.t, y.n, y.names),

@@ -31,6 +31,8 @@ def test_a_busy_device_gets_no_advice(tmp_path):
         for i in range(10):  # 10 kernels of 95 µs back to back, each launched 3 µs ahead
             c += 1
             events += [_launch(start + 2 + 95 * i, 3, c), _kernel("gemm", start + 5 + 95 * i, 95, c)]
+    # one small copy from pageable memory: 0.1 % of the steps, below the rule's 1 %
+    events.append(_kernel("Memcpy HtoD (Pageable -> Device)", 960, 2, 999, cat="gpu_memcpy"))
     assert _advice(tmp_path, events) == {}
 
 
