@@ -44,17 +44,21 @@ def test_quick_start_main_job_runs(tmp_path):
 
 
 def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
-    """The step breakdown printed in the README's worked example is the current output."""
+    """The step breakdown and the advice printed in the README's worked example are the current output."""
     import prof_engine
     from conftest import fixture_path
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip().replace(",", "") for c in line.strip("│").split("│")]
-            for line in section.splitlines() if re.match(r"│\s+\d+ │ gpu", line)]
-    assert len(rows) == 4
+    cells = [[c.strip() for c in line.strip("│").split("│")]
+             for line in section.splitlines() if re.match(r"│\s+\d+ │ gpu", line)]
+    advice = [row[:4] for row in cells if row[2] in ("high", "medium")]
+    rows = [[c.replace(",", "") for c in row] for row in cells if row[2] not in ("high", "medium")]
+    assert len(rows) == 4 and len(advice) == 4
     run = prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "run")
     with prof_engine.open(run) as r:
         got = r.sql('SELECT "Rank", "Device", "Step", "Step Time(us)", "Computing", "Communication(Not Overlapped)", '
                     '"Overlapped", "Free", "Preparing" FROM summary_steps(100)').rows()
+        got_advice = r.sql('SELECT "Rank"::VARCHAR, "Device", "Severity", "Finding" FROM advice').rows()
     assert [[str(v) if not isinstance(v, float) else f"{v:.0f}" for v in row] for row in got] == rows
+    assert [list(row) for row in got_advice] == advice
