@@ -194,6 +194,13 @@ def test_query_prints_values_that_are_not_finite(work, run):
         {"a": None, "b": None, "c": None, "d": [1.5, None]}
 
 
+def test_table_prints_brackets_as_they_are(work, run):
+    """Names in square brackets (Kineto's `[memory]`, a user's alias) are data, not terminal markup:
+    the table printer dropped them."""
+    table = ok(cli(work, "query", run, """select '[memory]' as "[b]name", '[bold]x[/bold]' as v""")).stdout
+    assert "[memory]" in table and "[b]name" in table and "[bold]x[/bold]" in table
+
+
 def test_show(work, run):
     """`show run` prints the step breakdown, op_statistic and api_statistic tables."""
     out = ok(cli(work, "show", run)).stdout

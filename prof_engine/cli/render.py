@@ -7,6 +7,7 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from prof_engine.engine import Result
 from prof_engine.engine.tables import cell_text, is_number, write_csv
@@ -25,16 +26,17 @@ def table(result: Result, title: str | None = None, limit: int | None = None, ma
     (prose columns wrap)."""
     t = Table(title=title, title_justify="left", title_style="bold", header_style="bold cyan")
     arrow = result.arrow()
+    # every header and cell as Text: a name such as `[memory]` is data, not rich markup
     for name, typ in zip(arrow.column_names, arrow.schema.types):
         if is_number(typ):
-            t.add_column(name, justify="right", no_wrap=True, overflow="fold")
+            t.add_column(Text(name), justify="right", no_wrap=True, overflow="fold")
         elif name in PROSE:
-            t.add_column(name, min_width=24, ratio=1, overflow="fold")
+            t.add_column(Text(name), min_width=24, ratio=1, overflow="fold")
         else:
-            t.add_column(name, max_width=max_width, no_wrap=True, overflow="ellipsis")
+            t.add_column(Text(name), max_width=max_width, no_wrap=True, overflow="ellipsis")
     rows = result.rows()
     for row in rows[:limit] if limit else rows:
-        t.add_row(*(cell_text(v) for v in row))
+        t.add_row(*(Text(cell_text(v)) for v in row))
     out.print(t)
     if limit and len(rows) > limit:
         out.print(f"[dim]… {len(rows) - limit} more rows[/dim]")
