@@ -182,3 +182,22 @@ def test_key_averages_sums_operator_details_per_name(npu):
         assert ours[name][2] >= self_dev - 0.01 * calls  # the unreached tasks above, at most
     (pct,), = run.sql('''SELECT round(sum("Self Host %")) FROM key_averages WHERE "Rank" = 0''').rows()
     assert pct == 100
+
+
+def test_op_memory_sums_operator_memory_csv(npu):
+    """op_memory per op: the allocations and frees of operator_memory.csv (Size(KB) at Allocation
+    Time, and again at Release Time), in MiB."""
+    src, run = npu
+    allocated: dict[str, float] = {}
+    freed: dict[str, float] = {}
+    for r in _vendor(src, 0, "operator_memory.csv"):
+        kb = float(r["Size(KB)"])
+        if r["Allocation Time(us)"].strip() and kb > 0:
+            allocated[r["Name"]] = allocated.get(r["Name"], 0.0) + kb / 1024
+        if r["Release Time(us)"].strip() and kb > 0:
+            freed[r["Name"]] = freed.get(r["Name"], 0.0) + kb / 1024
+    got = {name: (a, f) for name, a, f in run.sql(
+        """SELECT "Name", "Allocated(MB)", "Freed(MB)" FROM op_memory WHERE "Rank" = 0 AND "Device" = 'npu0'""").rows()}
+    assert got.keys() == allocated.keys() | freed.keys() and len(got) > 10
+    for name, (a, f) in got.items():
+        assert a == pytest.approx(allocated.get(name, 0.0), abs=1e-5) and f == pytest.approx(freed.get(name, 0.0), abs=1e-5), name

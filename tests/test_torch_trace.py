@@ -62,9 +62,11 @@ def trace(tmp_path_factory) -> dict:
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     # torch's own table over the same (last active) window: name -> (calls, self µs, total µs)
     averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
+    self_memory = {a.key: a.self_cpu_memory_usage for a in prof.key_averages() if a.self_cpu_memory_usage}
     prof_engine.import_trace([path], tmp / "run")
     run = prof_engine.open(tmp / "run")
-    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run, "averages": averages}
+    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run, "averages": averages,
+           "self_memory": self_memory}
     run.close()
 
 
@@ -232,3 +234,17 @@ def test_key_averages_is_torchs_key_averages(trace):
         assert ours[name][0] == calls, name
         assert ours[name][1] == pytest.approx(self_us, abs=0.002 * calls), name
         assert ours[name][2] == pytest.approx(total_us, abs=0.002 * calls), name
+
+
+def test_op_memory_is_torchs_self_cpu_memory(trace):
+    """op_memory's net bytes per op are torch's Self CPU Mem (profile_memory=True): each allocation
+    and free counts for the innermost op, record_function range or step running on its thread,
+    `[memory]` for those outside every one."""
+    ours: dict[str, float] = {}
+    for name, mb in trace["run"].sql(
+            """SELECT "Name", "Self Memory(MB)" FROM op_memory WHERE "Device" = 'host' AND "Self Memory(MB)" <> 0""").rows():
+        key = "ProfilerStep*" if name.startswith("ProfilerStep#") else name  # as key_averages names steps
+        ours[key] = ours.get(key, 0) + mb * 1048576
+    want = trace["self_memory"]
+    assert len(want) > 5 and "aten::addmm" in want and "Optimizer.zero_grad#SGD.zero_grad" in want
+    assert ours == pytest.approx(want, abs=2)  # MiB to 6 decimals: ~1 byte
