@@ -220,3 +220,33 @@ def test_column_names_that_drift_are_tolerated(tmp_path):
     con.close()
     with pytest.raises(InputError, match=r"ascend_pytorch_profiler_0\.db: table TASK lacks column startNs"):
         prof_engine.import_trace([tmp_path], tmp_path / "run2")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_kernel_details_match_the_database(runs, rank):
+    """kernel_details' compute tasks carry COMPUTE_TASK_INFO's block dims, formats and output shapes
+    (unquoted, as the text export writes them) and TASK_PMU_INFO's metrics under the CSV's names and
+    units, and its Wait Time is the database's own waitNs."""
+    import json
+
+    src, db_run, _ = runs
+    with ascend_database(src, rank) as con:
+        has_wait = "waitNs" in {r[1] for r in con.execute("PRAGMA table_info(COMPUTE_TASK_INFO)")}  # rank 1's has none
+        want = [dict(r) for r in con.execute(f"""
+            SELECT {'k.waitNs / 1e3' if has_wait else 'NULL'} AS wait, k.blockDim AS block, f.value AS formats,
+                   o.value AS out_shapes,
+                   (SELECT p.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name
+                    WHERE p.globalTaskId = k.globalTaskId AND s.value = 'aiv_total_time') AS aiv_ns
+            FROM COMPUTE_TASK_INFO k JOIN TASK t USING (globalTaskId)
+            LEFT JOIN STRING_IDS f ON f.id = k.inputFormats LEFT JOIN STRING_IDS o ON o.id = k.outputShapes
+            ORDER BY t.startNs""")]
+    ours = _rows(db_run, """SELECT * FROM kernel_details WHERE "Rank" = ? AND "Accelerator Core" <> 'HCCL'""", rank)
+    assert len(ours) == len(want) > 100 and sum(w["aiv_ns"] is not None for w in want) > 100
+    for o, w in zip(ours, want):
+        assert (o["Block Dim"], o["Input Formats"], o["Output Shapes"]) == \
+            (w["block"], *(None if v in (None, "N/A") else v.strip('"') for v in (w["formats"], w["out_shapes"]))), o["Name"]
+        if has_wait:
+            assert o["Wait Time(us)"] == pytest.approx(w["wait"], abs=0.001), o["Name"]
+        metrics = json.loads(o["Metrics"]) if o["Metrics"] else {}
+        assert metrics.get("aiv_time(us)") == (None if w["aiv_ns"] is None else pytest.approx(w["aiv_ns"] / 1e3)), o["Name"]
+        assert not (o["Input Shapes"] or "").startswith('"')

@@ -201,3 +201,28 @@ def test_op_memory_sums_operator_memory_csv(npu):
     assert got.keys() == allocated.keys() | freed.keys() and len(got) > 10
     for name, (a, f) in got.items():
         assert a == pytest.approx(allocated.get(name, 0.0), abs=1e-5) and f == pytest.approx(freed.get(name, 0.0), abs=1e-5), name
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_kernel_details_matches_kernel_details_csv(npu, rank):
+    """kernel_details has kernel_details.csv's rows, in its order: timing from the trace's tasks
+    (Wait Time: the gap since the previous listed task on the device, as torch_npu has it), the rest
+    as the CSV says (its PMU columns in `Metrics`)."""
+    import json
+
+    src, run = npu
+    vendor = _vendor(src, rank, "kernel_details.csv")
+    ours = run.sql('SELECT * FROM kernel_details WHERE "Rank" = ?', [rank]).arrow().to_pylist()
+    assert len(ours) == len(vendor) > 100
+    same = ("Step Id", "Task ID", "Stream ID", "Name", "Type", "OP State", "Accelerator Core", "Block Dim",
+            "Mix Block Dim", "HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+            "Output Data Types", "Output Formats")
+    pmu = [c for c in vendor[0] if c.startswith(("aic", "aiv", "cube"))]
+    for o, v in zip(ours, vendor):
+        assert [str(o[c]) if o[c] is not None else "" for c in same] == \
+            [v[c].strip().strip('"').replace("N/A", "") for c in same], o["Name"]
+        assert float(o["Start Time(us)"]) == pytest.approx(float(v["Start Time(us)"]), abs=0.001)
+        assert o["Duration(us)"] == pytest.approx(float(v["Duration(us)"]), abs=0.0015)  # ns of the trace vs µs to 3
+        metrics = json.loads(o["Metrics"]) if o["Metrics"] else {}
+        assert metrics == pytest.approx({c: float(v[c]) for c in pmu if v[c].strip() != "N/A"}), o["Name"]
+        assert o["Wait Time(us)"] == pytest.approx(float(v["Wait Time(us)"]), abs=0.002), o["Name"]

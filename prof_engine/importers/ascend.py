@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,8 @@ KERNEL_COLUMNS = {
     "Shapes": ("Input Shapes",),
     "Types": ("Input Data Types",),
 }
+# kernel_details.csv columns prof-engine derives itself (not kept in a task's args).
+KERNEL_DERIVED = ("Wait Time(us)",)
 # Sentinels that mean "no value" in Ascend CSVs (§0.8).
 NULLS = {"", "N/A", "NA", "4294967295", "18446744073709551615"}
 COPY_TASK_TYPES = re.compile(r"DMA|MEMCPY|SDMA", re.IGNORECASE)
@@ -92,9 +95,11 @@ def rank_of(rank_dir: Path) -> int | None:
 
 def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
              required: tuple[str, ...] = ("Name", "Start", "Duration"), limit: int | None = None,
-             ) -> list[dict[str, str | None]]:
+             rest: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
-    versions), trailing tabs stripped and sentinels mapped to None."""
+    versions), trailing tabs stripped and sentinels mapped to None. With `rest` (headers to leave
+    out of it), the other columns that hold a value are kept too, by header, in `row["_rest"]`,
+    numbers as numbers."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
@@ -106,21 +111,39 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
             found = next((header.index(n) for n in names if n in header), None)
             if found is not None:
                 index[key] = found
+        used = set(index.values())
         rows = []
         for line in reader:
             if limit is not None and len(rows) >= limit:
                 break
-            row = {}
-            for key, i in index.items():
-                v = line[i].strip().strip("\t").strip() if i < len(line) else ""
-                if len(v) > 1 and v[0] == v[-1] == '"':
-                    v = v[1:-1]  # msprof quoted shapes itself before torch_npu's csv writer quoted again
-                row[key] = None if v in NULLS else v
+            row: dict[str, Any] = {key: _cell(line, i) for key, i in index.items()}
+            if rest is not None:
+                row["_rest"] = {h: _number(v) for i, h in enumerate(header)
+                                if i not in used and h not in rest and (v := _cell(line, i)) is not None}
             rows.append(row)
     missing = [k for k in required if k not in index]
     if missing:
         raise InputError(f"{path}: no column for {', '.join(missing)} (header: {', '.join(header[:12])})")
     return rows
+
+
+def _cell(line: list[str], i: int) -> str | None:
+    v = line[i].strip().strip("\t").strip() if i < len(line) else ""
+    if len(v) > 1 and v[0] == v[-1] == '"':
+        v = v[1:-1]  # msprof quoted shapes itself before torch_npu's csv writer quoted again
+    return None if v in NULLS else v
+
+
+def _number(v: str) -> int | float | str:
+    """A CSV cell as the number it writes (`32`, `0.186`), else as its text (`NCHW`, `YES`)."""
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return f if math.isfinite(f) else v
 
 
 def _kernel_index(rows: list[dict[str, str | None]]) -> dict[tuple, dict]:
@@ -191,7 +214,8 @@ class AscendConverter(ChromeConverter):
             group_op = self.thread.get((pid, _text(ev.tid) or ""), "").startswith("Group")
             row = _lookup(self.kernels, (name,), us_text_to_ns(ev.ts) or 0) if group_op else None
             return Described("comm" if group_op else "comm_task", device, correlation=_int(a.connection_id),
-                             op_type=row["Type"] if row else None, task_type="HCCL" if group_op else a.ascend_task_type)
+                             op_type=row["Type"] if row else None, task_type="HCCL" if group_op else a.ascend_task_type,
+                             more_args=row.get("_rest") if row else None)
         if device == "host":
             kind = classify.kind_of(cat, name, False)
             return Described(kind, device, input_shapes=_ascend_shapes(a), input_types=_ascend_types(a))
@@ -206,6 +230,7 @@ class AscendConverter(ChromeConverter):
             kind, device, stream=stream, correlation=_int(a.connection_id),
             op_type=row["Type"] if row else None, task_type=(row["Core"] if row else None) or task_type or None,
             input_shapes=row["Shapes"] if row else None, input_types=row["Types"] if row else None,
+            more_args=row.get("_rest") if row else None,
         )
 
     def after_slice(self, a: Args, d: Described) -> None:
@@ -255,7 +280,8 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     out = rank_dir / OUTPUT_DIR
     trace = out / "trace_view.json"
     kernel_csv = out / "kernel_details.csv"
-    rows = read_csv(kernel_csv, KERNEL_COLUMNS) if kernel_csv.is_file() else []
+    # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
+    rows = read_csv(kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED) if kernel_csv.is_file() else []
     info = _rank_info(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
@@ -305,6 +331,7 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
             "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
             "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
             "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
+            "args": json.dumps(r["_rest"], ensure_ascii=False) if r.get("_rest") else None,
         })
 
 

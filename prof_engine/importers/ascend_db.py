@@ -83,6 +83,32 @@ def _value(v: Any) -> Any:
     return None if isinstance(v, str) and v.strip() in NULLS else v
 
 
+def _unquoted(v: Any) -> Any:
+    """A database string as the text export writes it: shapes are stored quoted (`"32,3,224,224"`)."""
+    v = _value(v)
+    return v[1:-1] if isinstance(v, str) and len(v) > 1 and v[0] == v[-1] == '"' else v
+
+
+def _kernel_details(block_dim: Any, mix_block_dim: Any, in_formats: Any, out_shapes: Any, out_types: Any,
+                    out_formats: Any, metrics: Any) -> dict[str, Any]:
+    """A compute task's COMPUTE_TASK_INFO and TASK_PMU_INFO values under the names and units of the
+    text export's kernel_details.csv (what its importer keeps in a task's args): `Block Dim`, ...,
+    PMU times in µs (`aic_mac_time(us)`; the database's are ns), `aicore_time(us)` and
+    `aiv_time(us)` for the total times."""
+    out: dict[str, Any] = {}
+    for key, v in (("Block Dim", block_dim), ("Mix Block Dim", mix_block_dim), ("Input Formats", in_formats),
+                   ("Output Shapes", out_shapes), ("Output Data Types", out_types), ("Output Formats", out_formats)):
+        v = _unquoted(v)
+        if v is not None:
+            out[key] = v
+    for name, value in (msgspec.json.decode(metrics).items() if metrics else ()):
+        if name.endswith("_time"):
+            name = {"aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}.get(name, name) + "(us)"
+            value = value / 1000 if isinstance(value, (int, float)) else value
+        out[name] = value
+    return out
+
+
 class _Db:
     """A read-only profiler database: its tables and columns, enum tables, streamed queries."""
 
@@ -295,15 +321,23 @@ class DbConverter(ChromeConverter):
                 else "LEFT JOIN (SELECT NULL AS globalTaskId) k ON 0 ")
         strings = "".join(f"LEFT JOIN STRING_IDS {a} ON {a}.id = {e} " for a, e in (
             ("tt", t("taskType")), ("kn", k("name")), ("kt", k("taskType")), ("ko", k("opType")),
-            ("ks", k("inputShapes")), ("kd", k("inputDataTypes", "inputDtypes"))))
+            ("ks", k("inputShapes")), ("kd", k("inputDataTypes", "inputDtypes")), ("kf", k("inputFormats")),
+            ("kos", k("outputShapes")), ("kod", k("outputDataTypes", "outputDtypes")), ("kof", k("outputFormats"))))
+        pmu = db.has("TASK_PMU_INFO", "globalTaskId", "name", "value")
+        pmu_join = ("LEFT JOIN (SELECT p.globalTaskId, json_group_object(s.value, p.value) AS metrics FROM TASK_PMU_INFO p "
+                    "JOIN STRING_IDS s ON s.id = p.name GROUP BY p.globalTaskId) pm ON pm.globalTaskId = t.globalTaskId "
+                    if pmu else "")
         sql = (f"SELECT t.startNs, t.endNs, {t('deviceId')}, {t('connectionId')}, {t('globalPid')}, tt.value, "
                f"{t('streamId')}, {t('taskId')}, {t('contextId')}, {t('modelId')}, k.globalTaskId IS NOT NULL, "
-               f"kn.value, kt.value, ko.value, ks.value, kd.value FROM TASK t {join}{strings}")
-        for start, end, dev, conn, gpid, ttype, stream, task, ctx, model, info, *kernel in db.rows(sql):
+               f"{k('blockDim')}, {k('mixBlockDim')}, kf.value, kos.value, kod.value, kof.value, "
+               f"{'pm.metrics' if pmu else 'NULL'}, "
+               f"kn.value, kt.value, ko.value, ks.value, kd.value FROM TASK t {join}{strings}{pmu_join}")
+        for start, end, dev, conn, gpid, ttype, stream, task, ctx, model, info, *more in db.rows(sql):
             if start is None or end is None:
                 continue
+            details, kernel = _kernel_details(*more[:7]), more[7:]
             self._task(start, end, self.device if dev is None else int(dev), conn, gpid, ttype or "",
-                       (stream, task, ctx, model), kernel if info else None, kernels)
+                       (stream, task, ctx, model), kernel if info else None, kernels, details)
 
     def _kernel_list(self) -> bool:
         """Whether the database lists compute tasks (COMPUTE_TASK_INFO): then a task it leaves out
@@ -312,13 +346,13 @@ class DbConverter(ChromeConverter):
             self.db.scalar("SELECT 1 FROM COMPUTE_TASK_INFO LIMIT 1") is not None
 
     def _task(self, start: int, end: int, dev: int, conn: Any, gpid: Any, ttype: str, ids: tuple,
-              kernel: list | None, kernels: bool) -> None:
+              kernel: list | None, kernels: bool, details: dict[str, Any] | None = None) -> None:
         stream, task, ctx, model = ids
-        name, core, op_type, shapes, dtypes = map(_value, kernel) if kernel else (None, None, None, None, None)
+        name, core, op_type, shapes, dtypes = map(_unquoted, kernel) if kernel else (None, None, None, None, None)
         kind = task_kind(ttype, bool(kernel), kernels)
         _, pid, tid = self._task_stream(dev, gpid, stream)
         args = {"Model Id": model, "Task Type": ttype, "Physic Stream Id": stream, "Task Id": task,
-                "Subtask Id": ctx, "connection_id": conn}
+                "Subtask Id": ctx, "connection_id": conn, **(details or {})}
         self._add_slice("TASK", kind, name or ttype, start, end, device=f"npu{dev}", pid=pid, tid=tid,
                     stream=stream, correlation=conn, op_type=op_type, task_type=core or ttype or None,
                     input_shapes=shapes, input_types=dtypes, args=_JSON.encode(args).decode())

@@ -91,6 +91,7 @@ class Described(NamedTuple):
     task_type: str | None = None
     input_shapes: str | None = None
     input_types: str | None = None
+    more_args: dict[str, Any] | None = None  # added to the event's args (what another file says of it)
 
 
 class _Columns:
@@ -235,7 +236,11 @@ class ChromeConverter:
             c[k].append(None)
         c["input_shapes"].append(d.input_shapes)
         c["input_types"].append(d.input_types)
-        c["args"].append(raw_args.decode() if raw_args else None)
+        if d.more_args:
+            c["args"].append(msgspec.json.encode({**(msgspec.json.decode(raw_args) if raw_args else {}),
+                                                  **d.more_args}).decode())
+        else:
+            c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
 
     def _slice_columns(self, events: list[Event]) -> None:
