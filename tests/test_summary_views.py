@@ -100,3 +100,19 @@ def test_counter_statistic_weights_each_value_by_how_long_it_held(tmp_path):
         rows = r.sql('SELECT "Counter", "Series", "Samples", "Min", "Avg", "Max", "Last" FROM counter_statistic').rows()
     # used: 10 for 10 µs, 20 for 30 µs, then 50 (the last sample holds for no known time)
     assert rows == [("cpu", "idle", 1, 3.0, 3.0, 3.0, 3.0), ("cpu", "used", 3, 10.0, 17.5, 50.0, 50.0)]
+
+
+def test_kernel_details_gives_a_cuda_kernels_launch_configuration(tmp_path):
+    import json
+
+    launch = {"grid": [4, 2, 1], "block": [128, 1, 1], "registers per thread": 32, "shared memory": 1024,
+              "est. achieved occupancy %": 50}
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+              x("aten::mm", 1, 20, **{"External id": 1}),
+              x("cudaLaunchKernel", 2, 5, cat="cuda_runtime", correlation=9, **{"External id": 1}),
+              _device("gemm", 30, 10, correlation=9, **{"External id": 1}, **launch),
+              _device("old_style_kernel", 50, 5, correlation=10)]  # no launch details: not listed
+    with prof_engine.open(prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")) as r:
+        rows = r.sql('SELECT "Name", "Type", "Task ID", "Accelerator Core", "Block Dim", "Metrics" FROM kernel_details').rows()
+    assert [row[:5] for row in rows] == [("gemm", "aten::mm", 9, "KERNEL", 8)]
+    assert json.loads(rows[0][5]) == launch
