@@ -2,8 +2,8 @@
 -- answers: how much arithmetic the matrix multiplies and convolutions did, and how fast — each
 --   aten::mm, addmm, bmm, baddbmm and conv2d call's FLOPs from its input shapes (and a
 --   convolution's stride, padding and dilation), summed per op and shapes, over the time of the
---   device kernels it launched, itself or through the ops nested in it (cuDNN's, for a
---   convolution); its own time on a rank without device records: achieved TFLOPS.
+--   device kernels it launched, itself or through the convolution ops nested in it (cuDNN's, for
+--   a convolution); its own time on a rank without device records: achieved TFLOPS.
 -- matches: torch.profiler's with_flops counts (2·M·K·N per matrix product, times the batch; addmm's
 --   and baddbmm's added input not counted; conv2d as `_flops`). Other ops are not counted.
 -- requires: slices, _flops, _classify, _tasks, _units
@@ -16,30 +16,35 @@
 -- column `Time(us)` DOUBLE: summed duration of the kernels the calls launched, themselves or through nested ops (of the calls, on a rank without device records), µs
 -- column `TFLOPS` DOUBLE: GFLOPs / Time, 10^12 operations per second (NULL where the time is 0)
 -- Calls whose shapes were not recorded (record_shapes off) are left out. A matrix product launches
--- its kernels itself; a convolution's come from the ops within its time on its thread (at 10 M
--- records a recursive walk down the parents took 3.8 s more than the matrix products alone, even
--- with no convolution to walk; this takes 1.7 s more).
+-- its kernels itself. A convolution's kernels are launched by the convolution op the dispatcher
+-- reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_, _slow_conv2d_forward: `conv` in its
+-- name, as the ops between them): they are found from those launchers up through the parents
+-- named so. Walking only convolution ops keeps this cheap in a run without them (at 10 M records,
+-- a walk over every op's parents, or a search by time within each call, held 1.3 GB more).
 -- Calls of one op, shapes and arguments have the same FLOPs: they are computed once per group.
-WITH calls AS (
-    SELECT id, rank, pid, tid, ts, name, input_shapes,
-           CASE WHEN name = 'aten::conv2d' THEN json_extract(args, '$."Concrete Inputs"')::VARCHAR END AS concrete, dur
-    FROM slices
-    WHERE kind = 'host_op' AND name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::conv2d')
-      AND input_shapes IS NOT NULL
-), convs AS MATERIALIZED (
-    SELECT id, rank, pid, tid, ts, dur FROM calls WHERE name = 'aten::conv2d'
-), below AS (  -- each convolution and the ops nested in it: within its time, on its thread
-    SELECT c.rank, c.id AS call_id, o.id FROM convs c JOIN (
-        SELECT rank, pid, tid, ts, dur, id FROM slices
-        WHERE device = 'host' AND kind = 'host_op' AND tid IN (SELECT tid FROM convs)  -- narrow, and none without convolutions
-    ) o ON o.rank = c.rank AND o.pid IS NOT DISTINCT FROM c.pid AND o.tid = c.tid AND o.ts >= c.ts AND o.ts + o.dur <= c.ts + c.dur
+WITH RECURSIVE gemms AS (
+    SELECT id, rank, name, input_shapes, NULL::VARCHAR AS concrete, dur FROM slices
+    WHERE kind = 'host_op' AND name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm') AND input_shapes IS NOT NULL
+), convs AS (
+    SELECT id, rank, name, input_shapes, json_extract(args, '$."Concrete Inputs"')::VARCHAR AS concrete, dur
+    FROM slices WHERE kind = 'host_op' AND name = 'aten::conv2d' AND input_shapes IS NOT NULL
+), conv_tasks AS (  -- kernels launched by the convolution ops nested in an aten::conv2d (cudnn_convolution, ...)
+    SELECT rank, launch_id AS id, sum(dur) AS dur FROM slices
+    WHERE device <> 'host' AND launch_name LIKE '%conv%' AND is_device_task(device, kind) GROUP BY rank, launch_id
+), up(rank, task_id, id, dur) AS (  -- from each of their launchers up its parents (convolution ops) to the aten::conv2d
+    SELECT rank, id, id, dur FROM conv_tasks
+    UNION ALL
+    SELECT u.rank, u.task_id, h.parent_id, u.dur FROM up u JOIN (
+        SELECT rank, id, parent_id FROM slices  -- the chain is convolution ops: a few, whatever the run's size
+        WHERE device = 'host' AND kind = 'host_op' AND name LIKE '%conv%' AND name <> 'aten::conv2d' AND parent_id IS NOT NULL
+    ) h ON h.rank = u.rank AND h.id = u.id
 ), kernels AS (  -- a matrix product's own launches; a convolution's through its nested ops
     SELECT launch_id AS id, sum(dur) AS dur FROM slices
-    WHERE device <> 'host' AND launch_id IN (SELECT id FROM calls WHERE name <> 'aten::conv2d')
-      AND is_device_task(device, kind) GROUP BY launch_id
+    WHERE device <> 'host' AND launch_id IN (SELECT id FROM gemms) AND is_device_task(device, kind) GROUP BY launch_id
     UNION ALL
-    SELECT b.call_id, sum(t.dur) FROM below b JOIN slices t ON t.rank = b.rank AND t.launch_id = b.id
-    WHERE t.device <> 'host' AND is_device_task(t.device, t.kind) GROUP BY b.call_id
+    SELECT c.id, sum(u.dur) FROM convs c JOIN up u ON u.rank = c.rank AND u.id = c.id GROUP BY c.id
+), calls AS (
+    SELECT * FROM gemms UNION ALL SELECT * FROM convs
 ), groups AS (
     SELECT c.rank, c.name, c.input_shapes, c.concrete, count(*) AS n,
            sum(CASE WHEN c.rank IN (SELECT rank FROM _host_only_ranks) THEN c.dur ELSE coalesce(k.dur, 0) END) AS dur
