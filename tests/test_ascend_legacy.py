@@ -249,3 +249,29 @@ def test_device_dir_without_start_info(tmp_path):
     assert_one_line(cli(tmp_path / "out", "import", dev, "-o", "run"),
                     f"{dev}: no start_info.0: the legacy msprof timeline is on the host's CLOCK_MONOTONIC_RAW "
                     "and cannot be placed in time without this clock anchor", tmp_path / "out")
+
+
+def test_iteration_trace_is_the_step_trace_lane(legacy):
+    """iteration_trace per device and iteration, against the Step Trace lane's own args: Iteration
+    Time(ns), FP Start, BP End, Iteration End, its `Data_aug Bound N` values (from the second
+    iteration on; NULL for the first, as msprof's CSV writes N/A) and the Reduce_N_k ranges."""
+    run, raw = legacy
+    for rank, r in raw.items():
+        trace = r["events"]
+        iters = {int(e["args"]["Iteration ID"]): e["args"] for e in trace if e["ph"] == "X" and e.get("cat") == "Iteration Time"}
+        bounds = {int(e["name"].split()[-1]): e["args"]["Data_aug Bound(us)"] for e in trace
+                  if e["ph"] == "t" and e["name"].startswith("Data_aug Bound")}
+        reduces = Counter(int(m[1]) for e in trace if e["ph"] == "X" and (m := re.fullmatch(r"Reduce_(\d+)_\d+", e["name"])))
+        rows = run.sql(f'SELECT * FROM iteration_trace WHERE "Rank" = {rank}').arrow().to_pylist()
+        assert [row["Iteration ID"] for row in rows] == sorted(iters) and len(rows) >= 10
+        for row in rows:
+            a = iters[row["Iteration ID"]]
+            a = {k: float(v) for k, v in a.items()}
+            assert row["Iteration Time(us)"] == pytest.approx(a["Iteration Time(ns)"] / 1000, abs=0.001)
+            assert row["FP to BP Time(us)"] == pytest.approx(a["BP End"] - a["FP Start"], abs=0.002)
+            assert row["Iteration Refresh(us)"] == pytest.approx(a["Iteration End"] - a["BP End"], abs=0.002)
+            assert row["Reduce Count"] == reduces[row["Iteration ID"]] > 0
+            if row["Iteration ID"] == min(iters):
+                assert row["Data Aug Bound(us)"] is None
+            else:
+                assert row["Data Aug Bound(us)"] == pytest.approx(float(bounds[row["Iteration ID"]]), abs=0.002)
