@@ -1,6 +1,6 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
--- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice
+-- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
@@ -33,6 +33,10 @@ CREATE OR REPLACE MACRO summary_comm(row_limit) AS TABLE
 SELECT "Rank", "Op Type", count(*) AS "Count", round(sum("Elapse Time(ms)"), 6) AS "Elapse Time(ms)",
        round(sum("Transit Time(ms)"), 6) AS "Transit Time(ms)", round(sum("Wait Time(ms)"), 6) AS "Wait Time(ms)"
 FROM communication GROUP BY "Rank", "Op Type" ORDER BY "Elapse Time(ms)" DESC, "Rank", "Op Type" LIMIT row_limit;
+
+-- The ops that allocated the most memory themselves (`op_memory`), largest first.
+CREATE OR REPLACE MACRO summary_op_memory(row_limit) AS TABLE
+SELECT * FROM op_memory ORDER BY "Allocated(MB)" DESC, "Rank", "Device", "Name" LIMIT row_limit;
 
 -- Memory: each allocator's or module's peaks, largest first.
 CREATE OR REPLACE MACRO summary_memory(row_limit) AS TABLE

@@ -83,7 +83,8 @@ def test_report_adds_communication_and_memory_where_the_run_has_them(run, torch_
     _, npu = torch_npu_text_run
     page = npu.report(tmp_path / "npu.html").read_text(encoding="utf-8")
     assert "communication op types (communication)" in page and "memory peaks (memory)" in page
-    assert "hcom_allReduce" in page and "PTA" in page  # their rows
+    assert "ops by memory allocated (op_memory)" in page and "framework ops by device time (key_averages)" in page
+    assert "hcom_allReduce" in page and "PTA" in page and "Allocated(MB)" in page  # their rows
     with prof_engine.open(run) as r:  # a trace with neither: no empty sections
         plain = r.report(tmp_path / "plain.html").read_text(encoding="utf-8")
-    assert "(communication)" not in plain and "(memory)" not in plain
+    assert "(communication)" not in plain and "(memory)" not in plain and "(op_memory)" not in plain

@@ -189,7 +189,7 @@ class Run:
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
         advice where the run has findings; with `more` (the report), framework ops, communication by
-        op type and memory peaks where the run has them."""
+        op type, memory peaks and the ops that allocated most where the run has them."""
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -203,7 +203,8 @@ class Run:
         if more:
             for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
                                  (f"Top {n} communication op types (communication)", "summary_comm"),
-                                 (f"Top {n} memory peaks (memory)", "summary_memory")):
+                                 (f"Top {n} memory peaks (memory)", "summary_memory"),
+                                 (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory")):
                 result = self.sql(f"SELECT * FROM {macro}(?)", [n])
                 if len(result):
                     tables[title] = result
