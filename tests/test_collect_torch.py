@@ -129,6 +129,18 @@ def test_analyse_gives_the_summaries_and_exports_them(recorded, tmp_path):
         "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
 
 
+def test_analyse_async_exports_in_a_process_of_its_own(recorded, tmp_path):
+    """MindSpore's analyse(mode="async"): nothing returned at once, the export runs beside the
+    program and writes the same files."""
+    prof = recorded["prof"]
+    assert prof.analyse(export_dir=tmp_path / "out", mode="async") == {}
+    assert prof.analysis.wait(timeout=120) == 0
+    assert sorted(p.name.split("_2")[0] for p in (tmp_path / "out").iterdir()) == [
+        "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
+    with pytest.raises(ValueError, match="mode must be"):
+        prof.analyse(mode="later")
+
+
 def test_same_run_as_importing_the_trace(tmp_path):
     """With one torch cycle, the collector's views equal those of `prof-engine import` of that
     cycle's Kineto trace (kept by keep_traces=True)."""

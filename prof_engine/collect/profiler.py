@@ -92,6 +92,7 @@ class Profiler:
         self.on_trace_ready = on_trace_ready
         self.force = force
         self.run_path: Path | None = None
+        self.analysis = None  # the process of an `analyse(mode="async")`
         self.step_num = 0
         self._subscribers: list[Callable[[list[OpRecord]], Any]] = [on_op] if on_op else []
         self._metadata: dict[str, Any] = {}
@@ -262,15 +263,30 @@ class Profiler:
         self._subscribers.append(fn)
 
     # -- analysis -----------------------------------------------------------------------------------
-    def analyse(self, export_dir: str | os.PathLike | None = None, fmt: str = "csv", top: int = 10) -> dict:
+    def analyse(self, export_dir: str | os.PathLike | None = None, fmt: str = "csv", top: int = 10,
+                mode: str = "sync") -> dict:
         """Stop if still recording; return the summaries `prof-engine show` prints (title → Result),
-        and export them as msprof-named files into `export_dir` when given."""
+        and export them as msprof-named files into `export_dir` when given.
+
+        `mode="async"` (MindSpore's): the export runs in a process of its own (`prof-engine export`,
+        into `export_dir`, default `<run>/summaries`) while the program goes on; this returns {} at
+        once, and `analysis` holds that process (`.wait()` for it; its exit status is 0 once the
+        files are written)."""
         from prof_engine.engine import open_run
 
+        if mode not in ("sync", "async"):
+            raise ValueError(f"Profiler.analyse: mode must be 'sync' or 'async', not {mode!r}")
         if self._state == "running":
             self.stop()
         if self.run_path is None:
             log.error("prof_engine: Profiler.analyse() before anything was recorded")
+            return {}
+        if mode == "async":
+            import subprocess
+
+            out = Path(export_dir) if export_dir is not None else Path(self.run_path) / "summaries"
+            self.analysis = subprocess.Popen([sys.executable, "-m", "prof_engine", "export", str(self.run_path),
+                                              "-o", str(out), "--format", fmt], stdout=subprocess.DEVNULL)
             return {}
         with open_run(self.run_path) as run:
             if export_dir is not None:
