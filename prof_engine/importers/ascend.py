@@ -127,10 +127,14 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
     return rows
 
 
+def unquoted(v: str) -> str:
+    """A shape as the profilers mean it: msprof quotes shapes itself (`"32,3,224,224"`), before
+    torch_npu's CSV writer quotes them again; its database stores them quoted too."""
+    return v[1:-1] if len(v) > 1 and v[0] == v[-1] == '"' else v
+
+
 def _cell(line: list[str], i: int) -> str | None:
-    v = line[i].strip().strip("\t").strip() if i < len(line) else ""
-    if len(v) > 1 and v[0] == v[-1] == '"':
-        v = v[1:-1]  # msprof quoted shapes itself before torch_npu's csv writer quoted again
+    v = unquoted(line[i].strip().strip("\t").strip() if i < len(line) else "")
     return None if v in NULLS else v
 
 

@@ -40,7 +40,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
-from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind
+from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind, unquoted
 from prof_engine.importers.ascend_db_counters import convert_db_counters
 from prof_engine.importers.ascend_db_flows import convert_db_flows
 from prof_engine.importers.ascend_db_memory import convert_db_memory
@@ -84,9 +84,9 @@ def _value(v: Any) -> Any:
 
 
 def _unquoted(v: Any) -> Any:
-    """A database string as the text export writes it: shapes are stored quoted (`"32,3,224,224"`)."""
+    """A database value as the text export writes it (`ascend.unquoted`), sentinels as None."""
     v = _value(v)
-    return v[1:-1] if isinstance(v, str) and len(v) > 1 and v[0] == v[-1] == '"' else v
+    return unquoted(v) if isinstance(v, str) else v
 
 
 def _kernel_details(block_dim: Any, mix_block_dim: Any, in_formats: Any, out_shapes: Any, out_types: Any,
