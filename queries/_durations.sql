@@ -1,6 +1,6 @@
 -- view: _durations
--- answers: the duration statistics nsys stats prints per name, written once: kernel_statistic and
---   range_statistic call it on their records.
+-- answers: the duration statistics nsys stats prints per name, written once: kernel_statistic,
+--   range_statistic and communication_statistic call it on their records.
 -- requires:
 -- `records`: a table or view with rank, device, name and dur (ns). Per rank, device and name: the
 -- share of the device's summed time, the total, count, mean, median, shortest, longest and sample
