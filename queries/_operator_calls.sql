@@ -2,6 +2,9 @@
 -- answers: every framework (host) op call with its host time and the device time it launched, in
 --   ns: self (the tasks it launched itself) and total (with the tasks of the ops nested in it);
 --   operator_details lists them, key_averages sums them per op name.
+-- Host self time is the call's less that of the ops and runtime API calls nested in it, as
+-- torch.profiler's Self CPU counts it (a CUDA op's cudaLaunchKernel is not its own time; torch_npu
+-- launches from its task queue's thread, outside the op, so there it is the op's less its ops').
 -- requires: slices, _classify
 -- Device time counts the tasks of `is_device_task` by their launcher (`launch_id`, filled in at
 -- import). A communication op's own tasks (the device records that share its correlation id:
@@ -19,6 +22,9 @@ WITH RECURSIVE comm_ids AS (
     FROM slices t ANTI JOIN comm_ids c ON c.rank = t.rank AND c.correlation = t.correlation AND t.kind <> 'comm'
     WHERE is_device_task(t.device, t.kind) AND t.launch_id IS NOT NULL
     GROUP BY t.rank, t.launch_id
+), api_time AS (  -- the runtime API calls made inside each op (its cudaLaunchKernel, cudaMemcpyAsync...)
+    SELECT rank, parent_id AS id, sum(dur) AS dur FROM slices
+    WHERE device = 'host' AND kind = 'api' AND parent_id IS NOT NULL GROUP BY rank, parent_id
 ), host AS (
     SELECT rank, id, parent_id FROM slices WHERE device = 'host' AND kind = 'host_op' AND parent_id IS NOT NULL
 ), up(rank, id, self, dur, aicore_self, aicore) AS (  -- launchers' device time, handed up a level at a time
@@ -32,8 +38,8 @@ WITH RECURSIVE comm_ids AS (
 )
 SELECT o.rank, o.step, o.id, o.ts, o.name, o.input_shapes,
        CASE WHEN run_cann_args() THEN o.args ->> 'Call stack' END AS call_stack,
-       o.self_dur AS host_self, o.dur AS host_total,
+       greatest(o.self_dur - coalesce(a.dur, 0), 0) AS host_self, o.dur AS host_total,
        coalesce(d.self, 0) AS device_self, coalesce(d.total, 0) AS device_total,
        coalesce(d.aicore_self, 0) AS aicore_self, coalesce(d.aicore_total, 0) AS aicore_total
-FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id
+FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id LEFT JOIN api_time a ON a.rank = o.rank AND a.id = o.id
 WHERE o.device = 'host' AND o.kind = 'host_op';

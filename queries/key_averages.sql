@@ -4,14 +4,15 @@
 --   torch.profiler's `key_averages().table()` prints it.
 -- matches: torch.profiler key_averages (group by name): as it does, a call whose only child is a
 --   call of the same name (the dispatcher's redispatch, `aten::div_` in `aten::div_`) is one call
---   with it. Host self time is the op's less its nested ops' (torch also takes its runtime API
---   calls out, and lists them as rows of their own: see api_statistic).
+--   with it. Host self time is the op's less that of its nested ops and runtime API calls, which
+--   are rows of their own (cudaLaunchKernel...: host time, no device time), as in torch's table.
+--   Kernels are not rows here: kernel_statistic lists them.
 -- requires: _operator_calls, _units, slices
 -- column `Rank` INTEGER: global rank
 -- column `Name` VARCHAR: op name
 -- column `Calls` BIGINT: number of calls
 -- column `Self Host(us)` DOUBLE: summed host self time, µs
--- column `Self Host %` DOUBLE: share of the rank's host self time
+-- column `Self Host %` DOUBLE: share of the rank's host self time (ops and runtime API calls)
 -- column `Host Total(us)` DOUBLE: summed host time (an op nested in one of its own name counts in both, unless it is a redispatch), µs
 -- column `Host Avg(us)` DOUBLE: mean host time per call, µs
 -- column `Self Device(us)` DOUBLE: summed duration of the device tasks the calls launched themselves, µs
@@ -26,12 +27,19 @@ WITH only_child AS (  -- host records with exactly one record nested in them, an
     SELECT c.*, k.dur AS child_host_total, c.device_total - c.device_self AS child_device_total,
            k.id IS NOT NULL AS folds
     FROM _operator_calls c LEFT JOIN only_child k ON k.rank = c.rank AND k.id = c.id AND k.name = c.name
+), nested_api AS (  -- runtime API calls inside API calls (CANN's layers)
+    SELECT rank, parent_id AS id, sum(dur) AS dur FROM slices
+    WHERE device = 'host' AND kind = 'api' AND parent_id IS NOT NULL GROUP BY rank, parent_id
 ), agg AS (  -- the child's self times stay in (same name); its totals are inside its parent's
     SELECT rank, name, count(*) - count(*) FILTER (WHERE folds) AS calls, sum(host_self) AS host_self,
            sum(host_total) - coalesce(sum(child_host_total) FILTER (WHERE folds), 0) AS host_total,
            sum(device_self) AS device_self,
            sum(device_total) - coalesce(sum(child_device_total) FILTER (WHERE folds), 0) AS device_total
     FROM calls GROUP BY rank, name
+    UNION ALL
+    SELECT a.rank, a.name, count(*), sum(greatest(a.dur - coalesce(n.dur, 0), 0)), sum(a.dur), 0, 0
+    FROM slices a LEFT JOIN nested_api n ON n.rank = a.rank AND n.id = a.id
+    WHERE a.device = 'host' AND a.kind = 'api' GROUP BY a.rank, a.name
 )
 SELECT rank AS "Rank", name AS "Name", calls AS "Calls",
        us(host_self) AS "Self Host(us)",

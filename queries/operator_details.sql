@@ -10,7 +10,7 @@
 -- column `Name` VARCHAR: op name
 -- column `Input Shapes` VARCHAR: input shapes, as the source wrote them
 -- column `Call Stack` VARCHAR: Python call stack, where the source recorded it (with_stack)
--- column `Host Self Duration(us)` DOUBLE: host time less that of the ops nested in it, µs
+-- column `Host Self Duration(us)` DOUBLE: host time less that of the ops and runtime API calls nested in it, µs
 -- column `Host Total Duration(us)` DOUBLE: host time, µs
 -- column `Device Self Duration(us)` DOUBLE: summed duration of the device tasks the call launched itself, µs
 -- column `Device Total Duration(us)` DOUBLE: the same with the tasks its nested ops launched, µs
