@@ -17,10 +17,10 @@
 -- column `TFLOPS` DOUBLE: GFLOPs / Time, 10^12 operations per second (NULL where the time is 0)
 -- Calls whose shapes were not recorded (record_shapes off) are left out. A matrix product launches
 -- its kernels itself. A convolution's kernels are launched by the convolution op the dispatcher
--- reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_, _slow_conv2d_forward: `conv` in its
--- name, as the ops between them): they are found from those launchers up through the parents
--- named so. Walking only convolution ops keeps this cheap in a run without them (at 10 M records,
--- a walk over every op's parents, or a search by time within each call, held 1.3 GB more).
+-- reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_...), and by the bias add beside
+-- it: its time is that of every kernel the ops nested in it launched (torch's device time of the
+-- call; equal to it on an H100's cuDNN convolutions), found by walking down from each aten::conv2d
+-- a level at a time. Both kinds of call find their kernels in one pass over the device tasks.
 -- Calls of one op, shapes and arguments have the same FLOPs: they are computed once per group.
 WITH RECURSIVE gemms AS (
     SELECT id, rank, name, input_shapes, NULL::VARCHAR AS concrete, dur FROM slices
@@ -28,21 +28,18 @@ WITH RECURSIVE gemms AS (
 ), convs AS (
     SELECT id, rank, name, input_shapes, json_extract(args, '$."Concrete Inputs"')::VARCHAR AS concrete, dur
     FROM slices WHERE kind = 'host_op' AND name = 'aten::conv2d' AND input_shapes IS NOT NULL
-), conv_tasks AS (  -- kernels launched by the convolution ops nested in an aten::conv2d (cudnn_convolution, ...)
-    SELECT rank, launch_id AS id, sum(dur) AS dur FROM slices
-    WHERE device <> 'host' AND launch_name LIKE '%conv%' AND is_device_task(device, kind) GROUP BY rank, launch_id
-), up(rank, task_id, id, dur) AS (  -- from each of their launchers up its parents (convolution ops) to the aten::conv2d
-    SELECT rank, id, id, dur FROM conv_tasks
+), nested(rank, conv_id, id) AS (  -- each convolution and the ops nested in it, at any depth
+    SELECT rank, id, id FROM convs
     UNION ALL
-    SELECT u.rank, u.task_id, h.parent_id, u.dur FROM up u JOIN (
-        SELECT rank, id, parent_id FROM slices  -- the chain is convolution ops: a few, whatever the run's size
-        WHERE device = 'host' AND kind = 'host_op' AND name LIKE '%conv%' AND name <> 'aten::conv2d' AND parent_id IS NOT NULL
-    ) h ON h.rank = u.rank AND h.id = u.id
-), kernels AS (  -- a matrix product's own launches; a convolution's through its nested ops
-    SELECT launch_id AS id, sum(dur) AS dur FROM slices
-    WHERE device <> 'host' AND launch_id IN (SELECT id FROM gemms) AND is_device_task(device, kind) GROUP BY launch_id
-    UNION ALL
-    SELECT c.id, sum(u.dur) FROM convs c JOIN up u ON u.rank = c.rank AND u.id = c.id GROUP BY c.id
+    SELECT n.rank, n.conv_id, h.id FROM nested n JOIN slices h ON h.rank = n.rank AND h.parent_id = n.id
+    WHERE h.device = 'host' AND h.kind = 'host_op'
+), launchers AS (  -- a matrix product launches its kernels itself; a convolution through its nested ops
+    SELECT rank, id, id AS call_id FROM gemms UNION ALL SELECT rank, id, conv_id FROM nested
+), kernels AS (
+    SELECT l.call_id AS id, sum(t.dur) AS dur FROM launchers l JOIN (
+        SELECT rank, launch_id, sum(dur) AS dur FROM slices
+        WHERE device <> 'host' AND launch_id IN (SELECT id FROM launchers) AND is_device_task(device, kind) GROUP BY ALL
+    ) t ON t.rank = l.rank AND t.launch_id = l.id GROUP BY l.call_id
 ), calls AS (
     SELECT * FROM gemms UNION ALL SELECT * FROM convs
 ), groups AS (
