@@ -10,6 +10,9 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CI has none)")
 
 
+AVERAGES: dict = {}  # torch's own key_averages() of the recorded trace, by key
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -17,12 +20,16 @@ def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("cuda")
     path = d / "trace.json"
     a = torch.randn(1024, 1024, device="cuda")
+    conv = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1).cuda()  # cuDNN's kernels, and a bias add, nested in it
+    image = torch.randn(8, 3, 64, 64, device="cuda")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path)), record_shapes=True, with_flops=True) as prof:
         for _ in range(4):
             b = (a @ a).relu()
+            conv(image).sum().item()
             b.sum().item()
             prof.step()
+    AVERAGES.update({e.key: e for e in prof.key_averages()})
     with prof_engine.open(prof_engine.import_trace([path], d / "run")) as r:
         yield r
 
@@ -46,3 +53,29 @@ def test_every_kernel_takes_the_step_of_its_launch(run):
 def test_step_trace_has_device_rows(run):
     rows = run.sql("""SELECT "Device", "Step", "Computing" FROM step_trace WHERE "Step" IS NOT NULL""").rows()
     assert {d for d, _, _ in rows} == {"gpu0"} and all(c > 0 for _, _, c in rows)
+
+
+def test_key_averages_is_torchs_on_the_gpu(run):
+    """Every op and runtime API row of key_averages equals torch's own key_averages(): calls, self
+    and total CPU time, self and total device time (ProfilerStep* and kernels are not its rows)."""
+    ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
+                                         '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
+    assert "aten::mm" in ours and "cudaLaunchKernel" in ours and "aten::conv2d" in ours
+    for name, (calls, self_host, host, self_device, device) in ours.items():
+        t = AVERAGES[name]
+        tol = 0.002 * calls
+        assert calls == t.count, name
+        assert (self_host, host) == pytest.approx((t.self_cpu_time_total, t.cpu_time_total), abs=tol), name
+        assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
+
+
+def test_op_flops_counts_and_times_as_torch_does(run):
+    """op_flops' FLOPs per op are torch's with_flops counts; a convolution's time is torch's device
+    time of the call (cuDNN's kernels and the bias add, launched by the ops nested in it)."""
+    rows = run.sql('SELECT "OP Name", sum("Count"), sum("GFLOPs"), sum("Time(us)") FROM op_flops GROUP BY 1').rows()
+    assert {r[0] for r in rows} == {"aten::mm", "aten::conv2d"}
+    for name, count, gflops, us in rows:
+        us = float(us)
+        t = AVERAGES[name]
+        assert count == t.count and gflops * 1e9 == pytest.approx(t.flops, rel=1e-9), name
+        assert us == pytest.approx(t.device_time_total, abs=0.002 * count) and us > 0, name

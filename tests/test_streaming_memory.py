@@ -77,7 +77,9 @@ def run_capped(code: str, *args: str) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_STACK, (2 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
         resource.setrlimit(resource.RLIMIT_DATA, (LIMIT_MB << 20, LIMIT_MB << 20))
 
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2"}
+    # OpenBLAS (numpy's, loaded with pyarrow) gives each core's thread a buffer: on 16 cores they
+    # alone pass the cap before the import starts
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "OPENBLAS_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-c", code, *args], preexec_fn=cap, env=env, capture_output=True,
                           text=True, timeout=300)
 
