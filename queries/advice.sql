@@ -46,8 +46,8 @@ WITH steps AS (  -- each device's steps, summed
 ), findings AS (
     SELECT rank, device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
            format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, n, free, span) AS finding,
-           'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' AS suggestion,
-           'step_trace, kernel_launch, api_statistic' AS views
+           'the host does not keep the device busy: see which gaps the host caused (idle_time), how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' AS suggestion,
+           'step_trace, idle_time, kernel_launch, api_statistic' AS views
     FROM steps WHERE free / span > 0.10
     UNION ALL
     SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
