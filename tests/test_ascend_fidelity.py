@@ -207,6 +207,23 @@ def test_op_memory_sums_operator_memory_csv(npu):
 
 
 @pytest.mark.parametrize("rank", [0, 1])
+def test_l2_cache_matches_l2_cache_csv(npu, rank):
+    """l2_cache has l2_cache.csv's rows, in its order, with its rates (`N/A` as NULL): the import
+    found each row's task by stream, task id and name (the file has no times)."""
+    src, run = npu
+    vendor = _vendor(src, rank, "l2_cache.csv")
+    ours = run.sql('SELECT "Stream Id", "Task Id", "Hit Rate", "Victim Rate", "Op Name" FROM l2_cache WHERE "Rank" = ?',
+                   [rank]).rows()
+
+    def rate(v: str) -> float | None:
+        return None if v == "N/A" else float(v)
+
+    assert ours == [(int(v["Stream Id"]), int(v["Task Id"]), rate(v["Hit Rate"]), rate(v["Victim Rate"]), v["Op Name"])
+                    for v in vendor]
+    assert len(ours) > 100
+
+
+@pytest.mark.parametrize("rank", [0, 1])
 def test_kernel_details_matches_kernel_details_csv(npu, rank):
     """kernel_details has kernel_details.csv's rows, in its order: timing from the trace's tasks
     (Wait Time: the gap since the previous listed task on the device, as torch_npu has it), the rest
@@ -229,3 +246,19 @@ def test_kernel_details_matches_kernel_details_csv(npu, rank):
         metrics = json.loads(o["Metrics"]) if o["Metrics"] else {}
         assert metrics == pytest.approx({c: float(v[c]) for c in pmu if v[c].strip() != "N/A"}), o["Name"]
         assert o["Wait Time(us)"] == pytest.approx(float(v["Wait Time(us)"]), abs=0.002), o["Name"]
+
+
+def test_l2_rows_go_to_their_tasks_in_order(tmp_path):
+    """A task id repeats as it wraps: the n-th l2_cache.csv row of a stream, task id and name goes
+    to the n-th kernel_details row of it; a row of no listed task is left out."""
+    from prof_engine.importers.ascend import with_l2_cache
+
+    rows = [{"Stream": "2", "Task": "7", "Name": "MatMul", "_rest": {"Block Dim": 8}},
+            {"Stream": "2", "Task": "8", "Name": "Add"},
+            {"Stream": "2", "Task": "7", "Name": "MatMul"}]
+    path = tmp_path / "l2_cache.csv"
+    path.write_text("Stream Id,Task Id,Hit Rate,Victim Rate,Op Name\n2,7,0.5,0.1,MatMul\n2,7,N/A,0.2,MatMul\n"
+                    "3,7,0.9,0.9,MatMul\n", encoding="utf-8")
+    with_l2_cache(rows, path)
+    assert [r.get("_rest") for r in rows] == [{"Block Dim": 8, "L2 Hit Rate": 0.5, "L2 Victim Rate": 0.1}, None,
+                                             {"L2 Hit Rate": None, "L2 Victim Rate": 0.2}]

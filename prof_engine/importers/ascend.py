@@ -150,6 +150,32 @@ def _number(v: str) -> int | float | str:
         return f if math.isfinite(f) else v
 
 
+L2_COLUMNS = {"Stream": ("Stream Id",), "Task": ("Task Id",), "Hit": ("Hit Rate",), "Victim": ("Victim Rate",),
+              "Name": ("Op Name",)}
+
+
+def with_l2_cache(rows: list[dict[str, Any]], path: Path) -> None:
+    """Put l2_cache.csv's L2 hit and victim rates into the args of the kernel_details rows they are
+    of (`L2 Hit Rate`, `L2 Victim Rate`; `N/A` kept as null). The file has no times: its rows are
+    matched on stream, task id and name, the n-th of a key to the n-th kernel_details row of it
+    (task ids repeat as they wrap; both files list the tasks in time order)."""
+    by_key: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_key.setdefault((_int(r.get("Stream")), _int(r.get("Task")), r["Name"]), []).append(r)
+    for l2 in read_csv(path, L2_COLUMNS, required=("Stream", "Task", "Victim", "Name")):
+        matches = by_key.get((_int(l2["Stream"]), _int(l2["Task"]), l2["Name"]))
+        if matches:
+            row = matches.pop(0)
+            row["_rest"] = {**(row.get("_rest") or {}), "L2 Hit Rate": _rate(l2["Hit"]), "L2 Victim Rate": _rate(l2["Victim"])}
+
+
+def _rate(v: str | None) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
+
+
 def _kernel_index(rows: list[dict[str, str | None]]) -> dict[tuple, dict]:
     """kernel_details rows by (stream, task id, start ns) and, for communication, by (name, start ns)."""
     out: dict[tuple, dict] = {}
@@ -286,6 +312,8 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     kernel_csv = out / "kernel_details.csv"
     # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
     rows = read_csv(kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED) if kernel_csv.is_file() else []
+    if rows and (out / "l2_cache.csv").is_file():
+        with_l2_cache(rows, out / "l2_cache.csv")
     info = _rank_info(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
