@@ -78,4 +78,4 @@ def test_op_flops_counts_and_times_as_torch_does(run):
         us = float(us)
         t = AVERAGES[name]
         assert count == t.count and gflops * 1e9 == pytest.approx(t.flops, rel=1e-9), name
-        assert us == pytest.approx(t.device_time_total, abs=0.002 * count) and us > 0, name
+        assert us == pytest.approx(t.device_time_total, abs=0.002 * int(count)) and us > 0, name

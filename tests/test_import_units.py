@@ -138,3 +138,26 @@ def test_nothing_to_import_is_an_error_and_one_path_is_a_source(tmp_path):
     assert not (tmp_path / "empty").exists()
     src = fixture_path("kineto", "hta_sampled_2rank_nccl")
     assert _rows(prof_engine.import_trace(str(src), tmp_path / "one")) == _rows(prof_engine.import_trace([src], tmp_path / "two"))
+
+
+def test_a_units_finalize_takes_at_most_four_threads(tmp_path, monkeypatch):
+    """On many cores one unit's finalize does not take a DuckDB thread per core: each thread holds
+    buffers within the unit's memory limit (on 16 cores a 200 MB trace ran out of its 96 MB), and
+    past 4 threads it was no faster."""
+    from conftest import write_trace, x
+
+    from prof_engine import importers
+
+    seen = []
+    finalize = importers.finalize_unit
+
+    def spy(*args, threads=None, **kwargs):
+        seen.append(threads)
+        return finalize(*args, threads=threads, **kwargs)
+
+    monkeypatch.setattr(importers, "finalize_unit", spy)
+    trace = write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 1, 5)])
+    for cores, want in ((16, 4), (3, 3)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        prof_engine.import_trace([trace], tmp_path / "run", jobs=1, force=True)
+        assert seen.pop() == want

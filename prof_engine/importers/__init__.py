@@ -22,7 +22,7 @@ from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
-from prof_engine.store.builder import Finalized, finalize_unit
+from prof_engine.store.builder import FINALIZE_THREADS, Finalized, finalize_unit
 
 Progress = Callable[[int, int], None]
 
@@ -148,7 +148,7 @@ def import_sources(
             progress(done, total)
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
-    threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per unit's finalize
+    threads = max(1, min((os.cpu_count() or 1) // jobs, FINALIZE_THREADS))  # DuckDB threads per unit's finalize
     if len(units) > 1:  # a process converting unit after unit (see there; ~3 % slower in one unit)
         limit_arenas()
     # pyarrow would import pandas at its first conversion of a Python value (see _no_pandas)
