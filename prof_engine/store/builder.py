@@ -77,9 +77,14 @@ def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
         pass
 
 
-def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`)."""
-    con = duckdb.connect(config={"preserve_insertion_order": False})
+def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None,
+                   threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`), with `threads`
+    from the start (DuckDB would otherwise start one per core, and their stacks, first)."""
+    config: dict[str, Any] = {"preserve_insertion_order": False}
+    if threads:
+        config["threads"] = max(1, int(threads))
+    con = duckdb.connect(config=config)
     no_progress_bar(con)
     if spill_dir is not None:
         con.execute("SET temp_directory = ?", [str(spill_dir)])
@@ -235,10 +240,8 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     pa.default_memory_pool().release_unused()
     fix_mmap_threshold()
     limit = memory_limit or finalize_memory_limit(staging)
-    con = duckdb_connect(unit / "_spill", limit)
+    con = duckdb_connect(unit / "_spill", limit, threads)
     try:
-        if threads:
-            con.execute(f"SET threads = {max(1, int(threads))}")
         staged = stage_views(con, staging, files)
         if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
             staged |= set(schema.derived_tables())

@@ -123,8 +123,7 @@ class LiveRun:
     def _connection(self) -> duckdb.DuckDBPyConnection:
         """One DuckDB connection for every batch (connecting costs more than a small batch's SQL)."""
         if self._con is None:
-            self._con = duckdb_connect(self.out / PENDING / "spill")
-            self._con.execute("SET threads = 1")  # the program being profiled needs the cores more
+            self._con = duckdb_connect(self.out / PENDING / "spill", threads=1)  # the profiled program needs the cores more
         return self._con
 
     def __getstate__(self) -> dict[str, Any]:
