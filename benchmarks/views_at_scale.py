@@ -13,8 +13,8 @@ Every measurement is a fresh Python process (`--child NAME`) that opens the run 
 * op_summary: `SELECT count(*) FROM op_summary` (every device record, counted);
 * kernel_launch (count and mean delay of every device task's launch), op_flops (all rows),
   key_averages (all rows), operator_details (count and summed device time of every op call),
-  advice (all rows), kernel_details (count) and op_memory (all rows), which have no target of
-  their own;
+  advice (all rows), kernel_details (count), op_memory, idle_time and queue_length (all rows),
+  which have no target of their own;
 * export: `prof-engine export RUN op_summary --step ... --format csv` through the CLI's typer app,
   with enough steps for ~1 M rows.
 
@@ -56,7 +56,9 @@ EXTRAS = {"kernel_launch": 'SELECT count(*), avg("Launch Delay(us)") FROM kernel
           "operator_details": 'SELECT count(*), sum("Device Total Duration(us)") FROM operator_details',
           "advice": "SELECT * FROM advice",
           "kernel_details": "SELECT count(*) FROM kernel_details",
-          "op_memory": "SELECT * FROM op_memory"}
+          "op_memory": "SELECT * FROM op_memory",
+          "idle_time": "SELECT * FROM idle_time",
+          "queue_length": "SELECT * FROM queue_length"}
 # name -> the baseline printed beside it
 BASELINE_OF = {"op_statistic": "polars op_statistic", "api_statistic": "polars api_statistic",
                "step_trace": "polars Computing union", "overlap": "polars Computing union",
