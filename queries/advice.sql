@@ -6,7 +6,7 @@
 --   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, kernel_launch, memcpy_statistic, api_statistic, slow_rank, slices
+-- requires: step_trace, idle_time, kernel_launch, memcpy_statistic, api_statistic, slow_rank, slices
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
 -- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
@@ -41,14 +41,27 @@ WITH steps AS (  -- each device's steps, summed
     WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
       AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
     GROUP BY d.rank
+), stream_gaps AS (  -- idle_time's causes on each stream, within the steps
+    SELECT "Rank" AS rank, "Device" AS device, "Stream" AS stream, sum("Count") AS n, sum("Idle Time(us)") AS idle,
+           coalesce(sum("Idle Time(us)") FILTER (WHERE "Category" = 'host wait'), 0) AS host,
+           coalesce(sum("Idle Time(us)") FILTER (WHERE "Category" = 'kernel wait'), 0) AS kernel
+    FROM idle_time WHERE "Step" IS NOT NULL GROUP BY ALL
+), gaps AS (  -- on each device's busiest stream (the most gaps: the most tasks), each cause's share
+    SELECT rank, device, arg_max(stream, n) AS stream, arg_max(host / nullif(idle, 0), n) AS host,
+           arg_max(kernel / nullif(idle, 0), n) AS kernel FROM stream_gaps GROUP BY ALL
 ), host_span AS (  -- the steps' time of a rank, for findings about its host
     SELECT rank, max(span) AS span FROM steps GROUP BY rank
 ), findings AS (
-    SELECT rank, device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
-           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, n, free, span) AS finding,
-           'the host does not keep the device busy: see which gaps the host caused (idle_time), how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' AS suggestion,
+    SELECT s.rank, s.device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
+           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, s.n, free, span)
+           || coalesce(format('; of the gaps on its busiest stream ({}): {:.0f} % host wait, {:.0f} % kernel wait, {:.0f} % other',
+                              g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), '') AS finding,
+           CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch'
+                WHEN g.kernel >= 0.5 THEN 'the device idles between short back-to-back kernels (launch overhead): fuse small ops (torch.compile), capture CUDA graphs, batch more work per kernel'
+                WHEN 1 - g.host - g.kernel >= 0.5 THEN 'the streams wait on work other than the host''s launches: events, other streams (communication), synchronisation; see which tasks follow the long gaps (idle_time, overlap) and overlap or shorten what they wait for'
+                ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' END AS suggestion,
            'step_trace, idle_time, kernel_launch, api_statistic' AS views
-    FROM steps WHERE free / span > 0.10
+    FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device WHERE free / span > 0.10
     UNION ALL
     SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
            format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),

@@ -54,7 +54,9 @@ def test_each_rule_fires_with_its_numbers(tmp_path):
     span, busy = 1840, 240 + 400
     rank, device, severity, finding, share = advice["device_idle"]
     assert (rank, device, severity) == (0, "gpu0", "high") and share == pytest.approx(100 * (span - busy) / span, abs=0.1)
-    assert finding == "the device was idle 65.2 % of its 1 step(s) (1,200 of 1,840 µs)"
+    # its gaps are the 10 µs between back-to-back kernels launched in time: launch overhead
+    assert finding == ("the device was idle 65.2 % of its 1 step(s) (1,200 of 1,840 µs); of the gaps on its busiest "
+                       "stream (7): 0 % host wait, 100 % kernel wait, 0 % other")
     assert advice["exposed_communication"][4] == pytest.approx(100 * 400 / span, abs=0.1)
     assert "started 500 µs after" in advice["slow_step_start"][3]
     assert tuple(advice["launch_bound"][2:4]) == ("high", ("120 of 120 device tasks (100 %) ran shorter than the "
@@ -65,6 +67,22 @@ def test_each_rule_fires_with_its_numbers(tmp_path):
     # the host's step is 3000 µs, 600 of them waiting for the next batch
     assert tuple(advice["slow_dataloader"][1:5]) == (
         "host", "medium", "waiting for the DataLoader took 20.0 % of the host's steps (1 batches, 600 µs)", 20.0)
+
+
+@pytest.mark.parametrize("late_host", [True, False])
+def test_device_idle_names_the_cause_of_its_gaps(tmp_path, late_host):
+    """Ten 20 µs kernels 70 µs apart: launched each after the previous one ended, the gaps are
+    the host's; all launched ahead, the stream waited on something else."""
+    events = [x("ProfilerStep#1", 0, 2000, cat="user_annotation")]
+    for i in range(10):
+        start = 100 + 90 * i
+        events += [_launch(start - 40 if late_host else 10 + i, 3, i + 1), _kernel("gemm", start, 20, i + 1)]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run) as r:
+        ((finding, suggestion),) = r.sql("""SELECT "Finding", "Suggestion" FROM advice WHERE "Rule" = 'device_idle'""").rows()
+    assert finding.endswith("of the gaps on its busiest stream (7): 100 % host wait, 0 % kernel wait, 0 % other"
+                            if late_host else "of the gaps on its busiest stream (7): 0 % host wait, 0 % kernel wait, 100 % other")
+    assert suggestion.startswith("the host launches too late" if late_host else "the streams wait on work other than")
 
 
 def test_slow_rank_is_advice(tmp_path):
