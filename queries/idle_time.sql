@@ -6,7 +6,7 @@
 --   something else: an event, another stream, a synchronisation).
 -- matches: HTA get_idle_time_breakdown (consecutive_kernel_delay 30 µs; its idle_time, count and
 --   idle_time_ratio per stream); HTA rounds times to whole µs, these are exact.
--- requires: _tasks, slices, _units
+-- requires: _task_launches, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Stream` BIGINT: stream (queue) the tasks ran on
@@ -19,15 +19,12 @@
 -- column `Max(us)` DOUBLE: longest gap, µs
 -- A gap is the task's stream wait (as op_summary's Wait Time): from the latest end of the stream's
 -- earlier tasks to its start (none before a stream's first task, nor for a task that starts
--- before the previous one ended). Its launch call is the latest-starting runtime call with its
--- correlation id, as in kernel_launch; a task without one cannot be a host wait.
+-- before the previous one ended). Its launch call is kernel_launch's (`_task_launches`); a task
+-- without one cannot be a host wait.
 WITH gaps AS (
-    SELECT t.rank, t.device, t.stream, t.step, t.wait AS gap,
-           CASE WHEN c.ts > t.ts - t.wait THEN 'host wait' WHEN t.wait < 30000 THEN 'kernel wait' ELSE 'other' END AS category
-    FROM (SELECT rank, device, stream, step, ts, wait, correlation, 9223372036854775807 AS any_time
-          FROM _tasks WHERE wait > 0) t
-    ASOF LEFT JOIN (SELECT rank, correlation, ts FROM slices WHERE kind = 'api' AND correlation IS NOT NULL) c
-      ON c.rank = t.rank AND c.correlation = t.correlation AND c.ts <= t.any_time
+    SELECT rank, device, stream, step, wait AS gap,
+           CASE WHEN launch_ts > ts - wait THEN 'host wait' WHEN wait < 30000 THEN 'kernel wait' ELSE 'other' END AS category
+    FROM _task_launches WHERE wait > 0
 )
 SELECT rank AS "Rank", device AS "Device", stream AS "Stream", step AS "Step", category AS "Category",
        count(*) AS "Count", us(sum(gap)) AS "Idle Time(us)",

@@ -5,7 +5,7 @@
 -- matches: HTA get_cuda_kernel_launch_stats (cpu_duration, gpu_duration, launch_delay: equal on its
 --   hta_sampled fixture's 602 kernels of rank 0, but HTA clips a negative delay to 0); on Ascend
 --   the launch calls are CANN's (Node@launch, AscendCL@...).
--- requires: _tasks, slices, _units
+-- requires: _task_launches, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step` BIGINT: training step (NULL outside every step)
@@ -19,14 +19,9 @@
 -- column `Task Start(us)` DECIMAL(26,3): the task's start, µs since the Unix epoch
 -- column `Task Duration(us)` DOUBLE: the task's duration, µs
 -- column `Launch Delay(us)` DOUBLE: task start − end of the call, µs (negative: the task started before the call returned)
--- One call per task: the latest-starting call with its correlation id (CANN's layers could share
--- one id: the innermost), whenever it started (Ascend tasks may start a few µs before their
--- Node@launch call by the host clock). An ASOF join picks it without grouping the calls; a task
--- with no call in the trace is left out.
-SELECT t.rank AS "Rank", t.device AS "Device", t.step AS "Step", t.name AS "Task Name", t.task_type AS "Task Type",
-       t.op_type AS "OP Type", c.name AS "Launch API", t.correlation AS "Correlation",
-       us_ts(c.ts) AS "Launch Start(us)", us(c.dur) AS "Launch Duration(us)",
-       us_ts(t.ts) AS "Task Start(us)", us(t.dur) AS "Task Duration(us)", us(t.ts - (c.ts + c.dur)) AS "Launch Delay(us)"
-FROM (SELECT *, 9223372036854775807 AS any_time FROM _task_ops) t
-ASOF JOIN (SELECT rank, correlation, ts, dur, name FROM slices WHERE kind = 'api' AND correlation IS NOT NULL) c
-  ON c.rank = t.rank AND c.correlation = t.correlation AND c.ts <= t.any_time
+-- One call per task (see _task_launches); a task with no call in the trace is left out.
+SELECT rank AS "Rank", device AS "Device", step AS "Step", name AS "Task Name", task_type AS "Task Type",
+       op_type AS "OP Type", launch_api AS "Launch API", correlation AS "Correlation",
+       us_ts(launch_ts) AS "Launch Start(us)", us(launch_dur) AS "Launch Duration(us)",
+       us_ts(ts) AS "Task Start(us)", us(dur) AS "Task Duration(us)", us(ts - (launch_ts + launch_dur)) AS "Launch Delay(us)"
+FROM _task_launches WHERE launch_ts IS NOT NULL

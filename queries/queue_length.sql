@@ -5,7 +5,7 @@
 --   the host, a long one that the host is ahead (and blocks once the queue is full: 1024 on CUDA).
 -- matches: HTA get_queue_length_summary (count, mean, std, min, quartiles, max of the queue length
 --   time series: its values at each change, not weighted by time).
--- requires: _tasks, slices
+-- requires: _task_launches
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Stream` BIGINT: stream (queue) the tasks ran on
@@ -18,15 +18,11 @@
 -- column `Median` DOUBLE: 50th percentile
 -- column `P75` DOUBLE: 75th percentile
 -- column `Max` BIGINT: longest queue
--- A task's launch call is the latest-starting runtime call with its correlation id, as in
--- kernel_launch; a task without one in the trace is left out. The queue is counted over each
--- stream's whole run, in time order (a launch before a start at the same time); the steps split
--- its values by the step of the task that changed it.
+-- A task's launch call is kernel_launch's (`_task_launches`); a task without one in the trace is
+-- left out. The queue is counted over each stream's whole run, in time order (a launch before a
+-- start at the same time); the steps split its values by the step of the task that changed it.
 WITH launched AS (
-    SELECT t.rank, t.device, t.stream, t.step, t.ts, c.ts AS launch_ts
-    FROM (SELECT rank, device, stream, step, ts, id, correlation, 9223372036854775807 AS any_time FROM _tasks) t
-    ASOF JOIN (SELECT rank, correlation, ts FROM slices WHERE kind = 'api' AND correlation IS NOT NULL) c
-      ON c.rank = t.rank AND c.correlation = t.correlation AND c.ts <= t.any_time
+    SELECT rank, device, stream, step, ts, launch_ts FROM _task_launches WHERE launch_ts IS NOT NULL
 ), changes AS (  -- both of a task's changes from one pass over the tasks
     SELECT rank, device, stream, step, unnest([launch_ts, ts]) AS ts, unnest([1, -1]) AS d FROM launched
 ), series AS (
