@@ -1,6 +1,6 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
--- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory
+-- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
@@ -42,3 +42,10 @@ SELECT * FROM op_memory ORDER BY "Allocated(MB)" DESC, "Rank", "Device", "Name" 
 CREATE OR REPLACE MACRO summary_memory(row_limit) AS TABLE
 SELECT * FROM memory ORDER BY "Peak Reserved(MB)" DESC NULLS LAST, "Peak Allocated(MB)" DESC NULLS LAST, "Rank", "Component"
 LIMIT row_limit;
+
+-- Idle gaps per stream and cause over all steps (`idle_time`), most idle first.
+CREATE OR REPLACE MACRO summary_idle(row_limit) AS TABLE
+SELECT "Rank", "Device", "Stream", "Category", sum("Count")::BIGINT AS "Count", round(sum("Idle Time(us)"), 3) AS "Idle Time(us)",
+       round(100.0 * sum("Idle Time(us)") / sum(sum("Idle Time(us)")) OVER (PARTITION BY "Rank", "Device", "Stream"), 2) AS "Ratio(%)"
+FROM idle_time WHERE "Step" IS NOT NULL GROUP BY "Rank", "Device", "Stream", "Category"
+ORDER BY "Idle Time(us)" DESC, "Rank", "Device", "Stream", "Category" LIMIT row_limit;

@@ -88,3 +88,5 @@ def test_report_adds_communication_and_memory_where_the_run_has_them(run, torch_
     with prof_engine.open(run) as r:  # a trace with neither: no empty sections
         plain = r.report(tmp_path / "plain.html").read_text(encoding="utf-8")
     assert "(communication)" not in plain and "(memory)" not in plain and "(op_memory)" not in plain
+    # the streams' idle gaps by cause, where the run has device tasks (both do)
+    assert "idle gaps per stream, by cause (idle_time)" in page and "<td>host wait</td>" in plain

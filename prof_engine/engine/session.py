@@ -188,8 +188,9 @@ class Run:
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
-        advice where the run has findings; with `more` (the report), framework ops, communication by
-        op type, memory peaks and the ops that allocated most where the run has them."""
+        advice where the run has findings; with `more` (the report), framework ops, the streams' idle
+        gaps by cause, communication by op type, memory peaks and the ops that allocated most where
+        the run has them."""
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -202,6 +203,7 @@ class Run:
             tables["Advice (advice: what to look at first)"] = advice
         if more:
             for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
+                                 (f"Top {n} idle gaps per stream, by cause (idle_time)", "summary_idle"),
                                  (f"Top {n} communication op types (communication)", "summary_comm"),
                                  (f"Top {n} memory peaks (memory)", "summary_memory"),
                                  (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory")):
