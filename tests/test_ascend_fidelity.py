@@ -262,3 +262,7 @@ def test_l2_rows_go_to_their_tasks_in_order(tmp_path):
     with_l2_cache(rows, path)
     assert [r.get("_rest") for r in rows] == [{"Block Dim": 8, "L2 Hit Rate": 0.5, "L2 Victim Rate": 0.1}, None,
                                              {"L2 Hit Rate": None, "L2 Victim Rate": 0.2}]
+    # a file of other columns adds nothing and fails nothing
+    path.write_text("Stream,Task,L2 Rate\n2,8,0.4\n", encoding="utf-8")
+    with_l2_cache(rows, path)
+    assert rows[1].get("_rest") is None

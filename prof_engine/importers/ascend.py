@@ -158,15 +158,16 @@ def with_l2_cache(rows: list[dict[str, Any]], path: Path) -> None:
     """Put l2_cache.csv's L2 hit and victim rates into the args of the kernel_details rows they are
     of (`L2 Hit Rate`, `L2 Victim Rate`; `N/A` kept as null). The file has no times: its rows are
     matched on stream, task id and name, the n-th of a key to the n-th kernel_details row of it
-    (task ids repeat as they wrap; both files list the tasks in time order)."""
+    (task ids repeat as they wrap; both files list the tasks in time order). A file of other
+    columns (another CANN version's) adds nothing, as the memory files do: the trace still imports."""
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         by_key.setdefault((_int(r.get("Stream")), _int(r.get("Task")), r["Name"]), []).append(r)
-    for l2 in read_csv(path, L2_COLUMNS, required=("Stream", "Task", "Victim", "Name")):
-        matches = by_key.get((_int(l2["Stream"]), _int(l2["Task"]), l2["Name"]))
-        if matches:
+    for l2 in read_csv(path, L2_COLUMNS, required=()):
+        matches = by_key.get((_int(l2.get("Stream")), _int(l2.get("Task")), l2.get("Name")))
+        if matches and "Victim" in l2:
             row = matches.pop(0)
-            row["_rest"] = {**(row.get("_rest") or {}), "L2 Hit Rate": _rate(l2["Hit"]), "L2 Victim Rate": _rate(l2["Victim"])}
+            row["_rest"] = {**(row.get("_rest") or {}), "L2 Hit Rate": _rate(l2.get("Hit")), "L2 Victim Rate": _rate(l2["Victim"])}
 
 
 def _rate(v: str | None) -> float | None:
