@@ -6,7 +6,7 @@
 --   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, idle_time, kernel_launch, memcpy_statistic, api_statistic, slow_rank, slices
+-- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
 -- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
@@ -23,10 +23,16 @@ WITH steps AS (  -- each device's steps, summed
            sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
            sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing
     FROM step_trace WHERE "Step" IS NOT NULL AND "Device" <> 'host' GROUP BY ALL HAVING sum("End Time(us)" - "Start Time(us)") > 0
+), streams AS (  -- per stream, in one pass over the tasks: their launches (kernel_launch) and the
+                 -- causes of the gaps between them within the steps (idle_time)
+    SELECT rank, device, stream, count(launch_ts) AS launched, count(*) FILTER (WHERE dur < launch_dur) AS short,
+           count(*) FILTER (WHERE step IS NOT NULL AND gap_cause IS NOT NULL) AS gaps,
+           sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause IS NOT NULL) AS idle,
+           coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'host wait'), 0) AS host,
+           coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'kernel wait'), 0) AS kernel
+    FROM _task_launches GROUP BY rank, device, stream
 ), launches AS (
-    SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
-           count(*) FILTER (WHERE "Task Duration(us)" < "Launch Duration(us)") AS short
-    FROM kernel_launch GROUP BY ALL
+    SELECT rank, device, sum(launched) AS n, sum(short) AS short FROM streams GROUP BY rank, device
 ), pageable AS (
     SELECT "Rank" AS rank, "Device" AS device, sum("Count") AS n, sum("Total Time(us)") AS t
     FROM memcpy_statistic WHERE "Operation" ILIKE '%pageable%' GROUP BY ALL
@@ -41,14 +47,9 @@ WITH steps AS (  -- each device's steps, summed
     WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
       AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
     GROUP BY d.rank
-), stream_gaps AS (  -- idle_time's causes on each stream, within the steps
-    SELECT "Rank" AS rank, "Device" AS device, "Stream" AS stream, sum("Count") AS n, sum("Idle Time(us)") AS idle,
-           coalesce(sum("Idle Time(us)") FILTER (WHERE "Category" = 'host wait'), 0) AS host,
-           coalesce(sum("Idle Time(us)") FILTER (WHERE "Category" = 'kernel wait'), 0) AS kernel
-    FROM idle_time WHERE "Step" IS NOT NULL GROUP BY ALL
 ), gaps AS (  -- on each device's busiest stream (the most gaps: the most tasks), each cause's share
-    SELECT rank, device, arg_max(stream, n) AS stream, arg_max(host / nullif(idle, 0), n) AS host,
-           arg_max(kernel / nullif(idle, 0), n) AS kernel FROM stream_gaps GROUP BY ALL
+    SELECT rank, device, arg_max(stream, gaps) AS stream, arg_max(host / idle, gaps) AS host,
+           arg_max(kernel / idle, gaps) AS kernel FROM streams WHERE gaps > 0 GROUP BY rank, device
 ), host_span AS (  -- the steps' time of a rank, for findings about its host
     SELECT rank, max(span) AS span FROM steps GROUP BY rank
 ), findings AS (

@@ -19,16 +19,11 @@
 -- column `Max(us)` DOUBLE: longest gap, µs
 -- A gap is the task's stream wait (as op_summary's Wait Time): from the latest end of the stream's
 -- earlier tasks to its start (none before a stream's first task, nor for a task that starts
--- before the previous one ended). Its launch call is kernel_launch's (`_task_launches`); a task
--- without one cannot be a host wait.
-WITH gaps AS (
-    SELECT rank, device, stream, step, wait AS gap,
-           CASE WHEN launch_ts > ts - wait THEN 'host wait' WHEN wait < 30000 THEN 'kernel wait' ELSE 'other' END AS category
-    FROM _task_launches WHERE wait > 0
-)
-SELECT rank AS "Rank", device AS "Device", stream AS "Stream", step AS "Step", category AS "Category",
-       count(*) AS "Count", us(sum(gap)) AS "Idle Time(us)",
-       round(100.0 * sum(gap) / sum(sum(gap)) OVER (PARTITION BY rank, device, stream, step), 2) AS "Ratio(%)",
-       us(avg(gap)) AS "Avg(us)", us(max(gap)) AS "Max(us)"
-FROM gaps GROUP BY rank, device, stream, step, category
+-- before the previous one ended). Its cause is `_task_launches`' `gap_cause`.
+SELECT rank AS "Rank", device AS "Device", stream AS "Stream", step AS "Step", gap_cause AS "Category",
+       count(*) AS "Count", us(sum(wait)) AS "Idle Time(us)",
+       round(100.0 * sum(wait) / sum(sum(wait)) OVER (PARTITION BY rank, device, stream, step), 2) AS "Ratio(%)",
+       us(avg(wait)) AS "Avg(us)", us(max(wait)) AS "Max(us)"
+FROM _task_launches WHERE gap_cause IS NOT NULL
+GROUP BY rank, device, stream, step, gap_cause
 ORDER BY "Rank", "Device", "Stream", "Step" NULLS FIRST, "Category"
