@@ -11,6 +11,12 @@
 -- Ascend's SDMA copies and notifies inside an HCCL op) are part of it, and count once, as the op.
 -- `aicore` is the time of the AI Core's tasks (Ascend; `is_ai_core_task`; the args, where the
 -- hardware type is, are read only in runs with CANN sources: `run_cann_args`).
+-- The time of the runtime API calls made inside each host record (an op's cudaLaunchKernel,
+-- cudaMemcpyAsync...; CANN's calls inside calls), by the record they nest in: not its self time.
+CREATE OR REPLACE VIEW _nested_api_time AS
+SELECT rank, parent_id AS id, sum(dur) AS dur FROM slices
+WHERE device = 'host' AND kind = 'api' AND parent_id IS NOT NULL GROUP BY rank, parent_id;
+
 CREATE OR REPLACE VIEW _operator_calls AS
 WITH RECURSIVE comm_ids AS (
     SELECT DISTINCT rank, correlation FROM slices
@@ -22,9 +28,6 @@ WITH RECURSIVE comm_ids AS (
     FROM slices t ANTI JOIN comm_ids c ON c.rank = t.rank AND c.correlation = t.correlation AND t.kind <> 'comm'
     WHERE is_device_task(t.device, t.kind) AND t.launch_id IS NOT NULL
     GROUP BY t.rank, t.launch_id
-), api_time AS (  -- the runtime API calls made inside each op (its cudaLaunchKernel, cudaMemcpyAsync...)
-    SELECT rank, parent_id AS id, sum(dur) AS dur FROM slices
-    WHERE device = 'host' AND kind = 'api' AND parent_id IS NOT NULL GROUP BY rank, parent_id
 ), host AS (
     SELECT rank, id, parent_id FROM slices WHERE device = 'host' AND kind = 'host_op' AND parent_id IS NOT NULL
 ), up(rank, id, self, dur, aicore_self, aicore) AS (  -- launchers' device time, handed up a level at a time
@@ -41,5 +44,5 @@ SELECT o.rank, o.step, o.id, o.ts, o.name, o.input_shapes,
        greatest(o.self_dur - coalesce(a.dur, 0), 0) AS host_self, o.dur AS host_total,
        coalesce(d.self, 0) AS device_self, coalesce(d.total, 0) AS device_total,
        coalesce(d.aicore_self, 0) AS aicore_self, coalesce(d.aicore_total, 0) AS aicore_total
-FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id LEFT JOIN api_time a ON a.rank = o.rank AND a.id = o.id
+FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id LEFT JOIN _nested_api_time a ON a.rank = o.rank AND a.id = o.id
 WHERE o.device = 'host' AND o.kind = 'host_op';

@@ -27,9 +27,6 @@ WITH only_child AS (  -- host records with exactly one record nested in them, an
     SELECT c.*, k.dur AS child_host_total, c.device_total - c.device_self AS child_device_total,
            k.id IS NOT NULL AS folds
     FROM _operator_calls c LEFT JOIN only_child k ON k.rank = c.rank AND k.id = c.id AND k.name = c.name
-), nested_api AS (  -- runtime API calls inside API calls (CANN's layers)
-    SELECT rank, parent_id AS id, sum(dur) AS dur FROM slices
-    WHERE device = 'host' AND kind = 'api' AND parent_id IS NOT NULL GROUP BY rank, parent_id
 ), agg AS (  -- the child's self times stay in (same name); its totals are inside its parent's
     SELECT rank, name, count(*) - count(*) FILTER (WHERE folds) AS calls, sum(host_self) AS host_self,
            sum(host_total) - coalesce(sum(child_host_total) FILTER (WHERE folds), 0) AS host_total,
@@ -38,7 +35,7 @@ WITH only_child AS (  -- host records with exactly one record nested in them, an
     FROM calls GROUP BY rank, name
     UNION ALL
     SELECT a.rank, a.name, count(*), sum(greatest(a.dur - coalesce(n.dur, 0), 0)), sum(a.dur), 0, 0
-    FROM slices a LEFT JOIN nested_api n ON n.rank = a.rank AND n.id = a.id
+    FROM slices a LEFT JOIN _nested_api_time n ON n.rank = a.rank AND n.id = a.id  -- CANN's calls inside calls
     WHERE a.device = 'host' AND a.kind = 'api' GROUP BY a.rank, a.name
 )
 SELECT rank AS "Rank", name AS "Name", calls AS "Calls",
