@@ -31,3 +31,12 @@ CREATE OR REPLACE MACRO conv2d_flops(shapes, concrete) AS _conv2d_flops(
     _shape_dims(shapes)[1], _shape_dims(shapes)[2],
     TRY_CAST(json_extract_string(concrete, '$[3]') AS DOUBLE[]), TRY_CAST(json_extract_string(concrete, '$[4]') AS DOUBLE[]),
     TRY_CAST(json_extract_string(concrete, '$[5]') AS DOUBLE[]));
+
+-- The precision of a matrix multiply or convolution: its (first) matrix input's recorded type,
+-- `Input type` as torch.profiler's record_shapes writes it (float, c10::BFloat16, ...); inputs
+-- separated by ';' as in the shapes. NULL where the type is not one of these or not recorded.
+CREATE OR REPLACE MACRO _dtype_precision(t) AS CASE
+    WHEN t = 'c10::BFloat16' THEN 'bf16' WHEN t = 'c10::Half' THEN 'fp16' WHEN t = 'float' THEN 'fp32'
+    WHEN t = 'double' THEN 'fp64' WHEN t LIKE 'c10::Float8%' THEN 'fp8' END;
+CREATE OR REPLACE MACRO flops_precision(name, types) AS _dtype_precision(trim(split_part(types, ';',
+    CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END)));

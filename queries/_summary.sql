@@ -1,6 +1,6 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
--- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time
+-- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time, op_flops
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
@@ -49,3 +49,9 @@ SELECT "Rank", "Device", "Stream", "Category", sum("Count")::BIGINT AS "Count", 
        round(100.0 * sum("Idle Time(us)") / sum(sum("Idle Time(us)")) OVER (PARTITION BY "Rank", "Device", "Stream"), 2) AS "Ratio(%)"
 FROM idle_time WHERE "Step" IS NOT NULL GROUP BY "Rank", "Device", "Stream", "Category"
 ORDER BY "Idle Time(us)" DESC, "Rank", "Device", "Stream", "Category" LIMIT row_limit;
+
+-- The matrix multiplies and convolutions that take the most device time (`op_flops`), with the
+-- rate they reached and its share of the device's peak.
+CREATE OR REPLACE MACRO summary_flops(row_limit) AS TABLE
+SELECT "Rank", "OP Name", "Input Shapes", "Count", "GFLOPs", "Time(us)", "TFLOPS", "Precision", "FLOPS Utilization(%)"
+FROM op_flops ORDER BY "Time(us)" DESC, "Rank", "OP Name", "Input Shapes" LIMIT row_limit;

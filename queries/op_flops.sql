@@ -6,7 +6,7 @@
 --   a convolution); its own time on a rank without device records: achieved TFLOPS.
 -- matches: torch.profiler's with_flops counts (2·M·K·N per matrix product, times the batch; addmm's
 --   and baddbmm's added input not counted; conv2d as `_flops`). Other ops are not counted.
--- requires: slices, _flops, _classify, _tasks, _units
+-- requires: _flop_calls, _units, _device_peaks
 -- column `Rank` INTEGER: global rank
 -- column `OP Name` VARCHAR: the framework op (aten::mm, aten::addmm, aten::bmm, aten::baddbmm, aten::conv2d)
 -- column `Input Shapes` VARCHAR: its input shapes, as recorded (`;` between inputs)
@@ -15,44 +15,26 @@
 -- column `GFLOPs` DOUBLE: floating-point operations of all its calls, 10^9
 -- column `Time(us)` DOUBLE: summed duration of the kernels the calls launched, themselves or through nested ops (of the calls, on a rank without device records), µs
 -- column `TFLOPS` DOUBLE: GFLOPs / Time, 10^12 operations per second (NULL where the time is 0)
--- Calls whose shapes were not recorded (record_shapes off) are left out. A matrix product launches
--- its kernels itself. A convolution's kernels are launched by the convolution op the dispatcher
--- reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_...), and by the bias add beside
--- it: its time is that of every kernel the ops nested in it launched (torch's device time of the
--- call; equal to it on an H100's cuDNN convolutions), found by walking down from each aten::conv2d
--- a level at a time. Both kinds of call find their kernels in one pass over the device tasks.
--- Calls of one op, shapes and arguments have the same FLOPs: they are computed once per group.
-WITH RECURSIVE gemms AS (
-    SELECT id, rank, name, input_shapes, NULL::VARCHAR AS concrete, dur FROM slices
-    WHERE kind = 'host_op' AND name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm') AND input_shapes IS NOT NULL
-), convs AS (
-    SELECT id, rank, name, input_shapes, json_extract(args, '$."Concrete Inputs"')::VARCHAR AS concrete, dur
-    FROM slices WHERE kind = 'host_op' AND name = 'aten::conv2d' AND input_shapes IS NOT NULL
-), nested(rank, conv_id, id) AS (  -- each convolution and the ops nested in it, at any depth
-    SELECT rank, id, id FROM convs
-    UNION ALL
-    SELECT n.rank, n.conv_id, h.id FROM nested n JOIN slices h ON h.rank = n.rank AND h.parent_id = n.id
-    WHERE h.device = 'host' AND h.kind = 'host_op'
-), launchers AS (  -- a matrix product launches its kernels itself; a convolution through its nested ops
-    SELECT rank, id, id AS call_id FROM gemms UNION ALL SELECT rank, id, conv_id FROM nested
-), kernels AS (
-    SELECT l.call_id AS id, sum(t.dur) AS dur FROM launchers l JOIN (
-        SELECT rank, launch_id, sum(dur) AS dur FROM slices
-        WHERE device <> 'host' AND launch_id IN (SELECT id FROM launchers) AND is_device_task(device, kind) GROUP BY ALL
-    ) t ON t.rank = l.rank AND t.launch_id = l.id GROUP BY l.call_id
-), calls AS (
-    SELECT * FROM gemms UNION ALL SELECT * FROM convs
-), groups AS (
-    SELECT c.rank, c.name, c.input_shapes, c.concrete, count(*) AS n,
-           sum(CASE WHEN c.rank IN (SELECT rank FROM _host_only_ranks) THEN c.dur ELSE coalesce(k.dur, 0) END) AS dur
-    FROM calls c LEFT JOIN kernels k USING (id) GROUP BY c.rank, c.name, c.input_shapes, c.concrete
+-- column `Precision` VARCHAR: the arithmetic the calls ran in, from their matrix input's recorded type: bf16, fp16, fp32, fp64, fp8, and tf32 for an fp32 convolution on a device with TF32 tensor cores (NULL: types not recorded)
+-- column `Peak TFLOPS` DOUBLE: the device's dense peak in that precision (see `devices`; NULL where the device is not listed, and on the host)
+-- column `FLOPS Utilization(%)` DOUBLE: TFLOPS as a share of Peak TFLOPS, %
+-- Calls whose shapes were not recorded (record_shapes off) are left out; `_flop_calls` says which
+-- kernels are a call's. Calls of one op, shapes, arguments and precision have the same FLOPs: they
+-- are computed once per group.
+WITH groups AS (
+    SELECT rank, name, input_shapes, concrete, precision, count(*) AS n, any_value(device) AS device, sum(dur) AS dur
+    FROM _flop_calls GROUP BY rank, name, input_shapes, concrete, precision
 ), counted AS (
-    SELECT *, CASE WHEN name = 'aten::conv2d' THEN conv2d_flops(input_shapes, concrete)
-                   ELSE gemm_flops(name, input_shapes) END * n AS flops
+    SELECT *, call_flops(name, input_shapes, concrete) * n AS flops,
+           peak_precision(name, precision, (rank, device) IN (SELECT (rank, device) FROM _device_peaks
+                                                                WHERE precision = 'tf32')) AS peak_precision
     FROM groups
 )
-SELECT rank AS "Rank", name AS "OP Name", input_shapes AS "Input Shapes", concrete AS "Concrete Inputs", n AS "Count",
-       round(flops / 1e9, 9) AS "GFLOPs",  -- 9 decimals: single FLOPs
-       us(dur) AS "Time(us)", round(flops / nullif(dur, 0) / 1e3, 6) AS "TFLOPS"
-FROM counted WHERE flops IS NOT NULL
-ORDER BY "Rank", "GFLOPs" DESC, "OP Name", "Input Shapes", "Concrete Inputs"
+SELECT c.rank AS "Rank", c.name AS "OP Name", c.input_shapes AS "Input Shapes", c.concrete AS "Concrete Inputs",
+       c.n AS "Count", round(c.flops / 1e9, 9) AS "GFLOPs",  -- 9 decimals: single FLOPs
+       us(c.dur) AS "Time(us)", round(c.flops / nullif(c.dur, 0) / 1e3, 6) AS "TFLOPS",
+       c.peak_precision AS "Precision", p.tflops AS "Peak TFLOPS",
+       round(100 * c.flops / nullif(c.dur, 0) / 1e3 / p.tflops, 2) AS "FLOPS Utilization(%)"
+FROM counted c LEFT JOIN _device_peaks p ON p.rank = c.rank AND p.device = c.device AND p.precision = c.peak_precision
+WHERE c.flops IS NOT NULL
+ORDER BY "Rank", "GFLOPs" DESC, "OP Name", "Input Shapes", "Concrete Inputs", "Precision"

@@ -24,6 +24,7 @@ from prof_engine.store.manifest import (
     derived,
     host_only_ranks_possible,
     launch_names_stored,
+    run_devices,
     run_ranks,
 )
 from prof_engine.store.partitions import NULL_PARTITION, hive_types
@@ -189,8 +190,8 @@ class Run:
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
         advice where the run has findings; with `more` (the report), framework ops, the streams' idle
-        gaps by cause, communication by op type, memory peaks and the ops that allocated most where
-        the run has them."""
+        gaps by cause, the matrix multiplies' and convolutions' FLOPS, communication by op type,
+        memory peaks and the ops that allocated most where the run has them."""
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -204,6 +205,8 @@ class Run:
         if more:
             for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
                                  (f"Top {n} idle gaps per stream, by cause (idle_time)", "summary_idle"),
+                                 (f"Top {n} matrix multiplies and convolutions by device time (op_flops)",
+                                  "summary_flops"),
                                  (f"Top {n} communication op types (communication)", "summary_comm"),
                                  (f"Top {n} memory peaks (memory)", "summary_memory"),
                                  (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory")):
@@ -216,7 +219,9 @@ class Run:
         """The manifest in brief, as (item, value) rows."""
         m = self.manifest
         steps = step_numbers(m)
-        devices = sorted({f"r{d['rank']}:{d['device']}" for d in m.get("devices", [])})
+        names = {(r, d): name for r, d, name, *_ in run_devices(m) if name}
+        devices = [f"r{r}:{d}" + (f" ({names[r, d]})" if (r, d) in names else "")
+                   for r, d in sorted({(d["rank"], d["device"]) for d in m.get("devices", [])})]
         span = (m["end_ns"] - m["start_ns"]) / 1e6 if m.get("start_ns") is not None else None
         items = {
             "source format": m["source"]["format"] + (f" (versions {', '.join(m['source']['versions'])})" if m["source"]["versions"] else ""),
@@ -362,6 +367,8 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     current = str(manifest.get("schema_version")) == schema.schema_version()
     _create_table(con, "_run_ranks", schema.tables()["run_ranks"], run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
+    _create_table(con, "_run_devices", schema.tables()["run_devices"], run_devices(manifest))
+    con.execute("CREATE VIEW run_devices AS SELECT * FROM _run_devices")
     final, in_order = {}, set()
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)

@@ -62,6 +62,39 @@ def run_ranks(manifest: dict[str, Any]) -> list[tuple]:
     return rows
 
 
+def run_devices(manifest: dict[str, Any]) -> list[tuple]:
+    """The rows of the `run_devices` table (schemas/run_devices.toml): each device of the run that
+    holds records, with what its source said about the hardware. Kineto lists every device the
+    process could see (`deviceProperties`, `id` = the GPU events' pid, so the device `gpu<id>`);
+    only those with records are rows. msprof sources name their devices `npu<id>` and say nothing
+    of the chip, so theirs have no hardware columns."""
+    props: dict[tuple[int, str], dict[str, Any]] = {}
+    for src in manifest.get("sources", []):
+        if src.get("format") not in ("kineto", "chrome", "collector"):
+            continue
+        for d in src.get("devices") or []:
+            if isinstance(d, dict) and isinstance(d.get("id"), int):
+                props[(src["rank"], f"gpu{d['id']}")] = d
+    rows = []
+    for d in manifest.get("devices", []):
+        if d["device"] == "host":
+            continue
+        p = props.get((d["rank"], d["device"]), {})
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        rows.append((d["rank"], d["device"], _text(p.get("name")), _int(p.get("totalGlobalMem")),
+                     f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
+                     _int(p.get("numSms")), d.get("records", 0), d.get("tasks", 0)))
+    return rows
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 # Source formats whose records never hold CANN's keys in their args: Kineto (CUDA/HIP API args are
 # External id, cbid, correlation) and the collector (which records through Kineto).
 _FORMATS_WITHOUT_CANN_ARGS = frozenset({"kineto", "collector"})
