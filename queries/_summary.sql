@@ -12,9 +12,12 @@ CREATE OR REPLACE MACRO summary_top_ops(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", "Op Name", "OP Type", "Task Type", "Task Duration(us)"
 FROM op_summary ORDER BY "Task Duration(us)" DESC, "Task Start Time(us)" LIMIT row_limit;
 
--- The op types that take the most time, over all devices.
+-- The op types that take the most time, over all devices: a rank's device op types where it has
+-- them (its CPU ops' self time is key_averages' to show), its CPU op types where it has none.
 CREATE OR REPLACE MACRO summary_op_types(row_limit) AS TABLE
-SELECT * FROM op_statistic ORDER BY "Total Time(us)" DESC, "OP Type" LIMIT row_limit;
+SELECT * FROM op_statistic
+WHERE "Device" <> 'host' OR "Rank" NOT IN (SELECT "Rank" FROM op_statistic WHERE "Device" <> 'host')
+ORDER BY "Total Time(us)" DESC, "OP Type" LIMIT row_limit;
 
 CREATE OR REPLACE MACRO summary_apis(row_limit) AS TABLE
 SELECT * FROM api_statistic ORDER BY "Time(us)" DESC, "API Name" LIMIT row_limit;

@@ -116,3 +116,19 @@ def test_kernel_details_gives_a_cuda_kernels_launch_configuration(tmp_path):
         rows = r.sql('SELECT "Name", "Type", "Task ID", "Accelerator Core", "Block Dim", "Metrics" FROM kernel_details').rows()
     assert [row[:5] for row in rows] == [("gemm", "aten::mm", 9, "KERNEL", 8)]
     assert json.loads(rows[0][5]) == launch
+
+
+def test_shows_device_op_types_where_a_rank_has_them(tmp_path):
+    """`show`'s op types: a rank's device op types where it has device tasks (its CPU ops' self time
+    would crowd them out), its CPU op types where it has none."""
+    gpu = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+           x("aten::copy_", 10, 500, **{"External id": 1}),  # long on the host, short on the device
+           x("cudaLaunchKernel", 20, 5, cat="cuda_runtime", correlation=1, **{"External id": 1}),
+           _device("copy_kernel", 30, 2, correlation=1, **{"External id": 1})]
+    cpu = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"), x("aten::relu", 10, 50)]
+    for rank, events in enumerate((gpu, cpu)):
+        write_trace(tmp_path / f"r{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2})
+    with prof_engine.open(prof_engine.import_trace([tmp_path / "r0.json", tmp_path / "r1.json"], tmp_path / "run")) as r:
+        table = r.summary()["Top 10 op types (op_statistic)"]
+        assert r.sql('SELECT count(*) FROM op_statistic WHERE "Rank" = 0 AND "Device" = \'host\'').rows() == [(1,)]
+    assert [row[:4] for row in table.rows()] == [(1, "host", "aten::relu", "CPU"), (0, "gpu0", "aten::copy_", "KERNEL")]
