@@ -266,3 +266,25 @@ def test_l2_rows_go_to_their_tasks_in_order(tmp_path):
     path.write_text("Stream,Task,L2 Rate\n2,8,0.4\n", encoding="utf-8")
     with_l2_cache(rows, path)
     assert rows[1].get("_rest") is None
+
+
+def test_memory_files_of_other_columns_add_nothing(tmp_path):
+    """A memory file whose header lacks a column it needs (another version's) adds nothing, and one
+    that lacks only optional columns adds what it has: neither fails the import."""
+    from prof_engine.importers.ascend_memory import convert_memory
+
+    class Conv:
+        file_index = 0
+        rows: list = []
+
+        def add_row(self, table, row):
+            self.rows.append((table, row))
+
+    (tmp_path / "operator_memory.csv").write_text(
+        "Name,Size(KB),Allocation Time(us),Device Type\nMatMul,4,1700000000000000.000,NPU:1\n", encoding="utf-8")
+    (tmp_path / "memory_record.csv").write_text("Component,Total Reserved(MB)\nPTA,3\n", encoding="utf-8")  # no time
+    conv = Conv()
+    convert_memory(tmp_path, conv)
+    assert conv.rows == [("memory_events", {"rank": 0, "device": "npu1", "ts": 1_700_000_000_000_000_000,
+                                            "op_name": "MatMul", "bytes": 4096, "total_allocated": None,
+                                            "total_reserved": None})]

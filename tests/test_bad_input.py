@@ -171,3 +171,26 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
     with prof_engine.open(good / "run", memory_limit="20MB") as run, \
          pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"):
         run.sql("SELECT list(a) FROM range(10000000) t(a)")  # a list aggregate cannot spill
+
+
+@pytest.mark.parametrize(("file", "column", "bad"), [("npu_module_mem.csv", "Total Reserved(MB)", "x"),
+                                                    ("operator_memory.csv", "Size(KB)", "nan")])
+def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
+    """A torch_npu memory file whose number cell is text (or not finite): one line naming the file,
+    the column and the value, not a traceback or a NaN in the run."""
+    import csv
+    import shutil
+
+    from conftest import fixture_path
+
+    src = tmp_path / "src"
+    shutil.copytree(fixture_path("ascend", "torch_npu_2rank_level1_text"), src)
+    path = next((src / "rank0_ascend_pt").rglob(file))
+    rows = list(csv.reader(path.open(encoding="utf-8-sig", newline="")))
+    col = rows[0].index(column)
+    rows[1][col] = bad
+    with path.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(rows)
+    proc = cli(tmp_path, "import", path.parent.parent, "-o", "run")  # the rank's directory
+    assert_user_error(proc, f"{file}: {column} '{bad}' is not a number")
+    assert leftovers(tmp_path, "run") == []

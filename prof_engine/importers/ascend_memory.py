@@ -12,8 +12,10 @@ window" and stays NULL; a negative Size(KB) is a release whose allocation was no
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from prof_engine.errors import InputError
 from prof_engine.importers.units import us_text_to_ns
 
 MIB = 1024 * 1024
@@ -32,45 +34,63 @@ def _device(text: str | None) -> str:
     return f"{kind.strip().lower() or 'npu'}{index.strip() or 0}"
 
 
-def _bytes(mb: str | None) -> float | None:
-    return None if mb is None else float(mb) * MIB
+def _number(path: Path, column: str, text: str | None) -> float | None:
+    """A numeric cell (None where empty); a cell that is not a finite number is a corrupt file."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise InputError(f"{path}: {column} {text[:40]!r} is not a number (corrupt or not a profiler's output?)")
+    return value
 
 
-def _rows(path: Path, columns: dict[str, tuple[str, ...]]) -> list[dict[str, str | None]]:
+def _rows(path: Path, columns: dict[str, tuple[str, ...]], needed: tuple[str, ...]) -> list[dict[str, str | None]]:
+    """The rows of a memory file, with a key per column of `columns` its header has; none where
+    the header lacks one of `needed` (another version's columns: the file adds nothing, and the
+    trace still imports)."""
     from prof_engine.importers.ascend import read_csv
 
-    return read_csv(path, columns, required=()) if path.is_file() else []
+    rows = read_csv(path, columns, required=()) if path.is_file() else []
+    return rows if rows and all(k in rows[0] for k in needed) else []
 
 
 def convert_memory(output_dir: Path, conv) -> None:
     """Add the memory files of `output_dir` (ASCEND_PROFILER_OUTPUT) to converter `conv`'s tables."""
     for fname, prefix in (("memory_record.csv", "memory"), ("npu_module_mem.csv", "module_memory")):
-        for r in _rows(output_dir / fname, RECORD):
+        path = output_dir / fname
+        for r in _rows(path, RECORD, ("Component", "Timestamp")):
             ts = us_text_to_ns(r["Timestamp"] or "")
-            if ts is None:
+            if ts is None or r["Component"] is None:
                 continue
             for series in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-                value = _bytes(r.get(series))
-                if value is None:
+                mb = _number(path, RECORD[series][0], r.get(series))
+                if mb is None:
                     continue
-                conv.add_row("counters", {"rank": conv.file_index, "device": _device(r["Device"]),
+                value = mb * MIB
+                conv.add_row("counters", {"rank": conv.file_index, "device": _device(r.get("Device")),
                                           "name": f"{prefix}/{r['Component']}", "series": series, "ts": ts,
                                           "value": value})
-    for r in _rows(output_dir / "operator_memory.csv", OPERATOR):
-        size = float(r["Size"]) * 1024 if r["Size"] is not None else None
-        if size is None:
+    path = output_dir / "operator_memory.csv"
+    for r in _rows(path, OPERATOR, ("Name", "Size", "Alloc")):
+        kb = _number(path, "Size(KB)", r["Size"])
+        if kb is None:
             continue
+        size = kb * 1024
         for when, sign, total, reserved in (("Alloc", 1, "AllocTotal", "AllocReserved"),
                                              ("Release", -1, "ReleaseTotal", "ReleaseReserved")):
-            ts = us_text_to_ns(r[when] or "")
+            ts = us_text_to_ns(r.get(when) or "")
             if ts is None or (size < 0 and sign > 0):
                 continue
             conv.add_row("memory_events", {
-                "rank": conv.file_index, "device": _device(r["Device"]), "ts": ts, "op_name": r["Name"],
-                "bytes": int(round(abs(size))) * sign, "total_allocated": _int_or_none(_bytes(r[total])),
-                "total_reserved": _int_or_none(_bytes(r[reserved]))})
+                "rank": conv.file_index, "device": _device(r.get("Device")), "ts": ts, "op_name": r["Name"],
+                "bytes": int(round(abs(size))) * sign,
+                "total_allocated": _bytes_or_none(_number(path, OPERATOR[total][0], r.get(total))),
+                "total_reserved": _bytes_or_none(_number(path, OPERATOR[reserved][0], r.get(reserved)))})
 
 
-def _int_or_none(v: float | None) -> int | None:
-    return None if v is None else int(round(v))
+def _bytes_or_none(mb: float | None) -> int | None:
+    return None if mb is None else int(round(mb * MIB))
 

@@ -98,7 +98,7 @@ class ChromeTraceReader:
             try:
                 yield from chunks_of(f)
             except (OSError, EOFError, zlib.error) as e:
-                raise self._fail(f"cannot read: {e} (truncated or corrupt gzip?)") from None
+                raise self._fail(f"cannot read ({e}; truncated or corrupt gzip?)") from None
 
     def _read(self, f: BinaryIO) -> bytes:
         data = f.read(self.chunk_bytes)
