@@ -194,3 +194,19 @@ def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
     proc = cli(tmp_path, "import", path.parent.parent, "-o", "run")  # the rank's directory
     assert_user_error(proc, f"{file}: {column} '{bad}' is not a number")
     assert leftovers(tmp_path, "run") == []
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_negative_durations_are_read_as_zero_and_said(tmp_path, monkeypatch, native):
+    """An event that ends before it starts is read as 0 µs long, not dropped and not negative, and
+    the import says how many there were (native scanner and pure-Python path alike)."""
+    monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, -5), x("aten::add", 20, 3),
+              x("k", 30, -2, cat="kernel", pid=0, tid=7, device=0, stream=7)]
+    (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
+    proc = cli(tmp_path, "import", "t.json", "-o", "run")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[0] == "Warning: t.json: 2 event(s) end before they start; read as 0 µs long"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["sources"][0]["info"]["negative_durations"] == 2
+    assert manifest["tables"]["slices"] == 4

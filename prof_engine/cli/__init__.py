@@ -74,6 +74,10 @@ def import_(
     m = read_manifest(run)  # (opening the run would create every view: ~0.3 s for a line)
     for skipped in m["skipped"]:
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
+    for src in m["sources"]:
+        if n := (src.get("info") or {}).get("negative_durations"):
+            err.print(f"Warning: {src['path']}: {n:,} event(s) end before they start; read as 0 µs long",
+                      highlight=False)
     err.print(f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
               f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps")
 

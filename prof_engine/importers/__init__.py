@@ -18,7 +18,7 @@ from prof_engine._allocator import limit_arenas
 from prof_engine._no_pandas import block_pandas, without_pandas
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
-from prof_engine.importers.chrome import convert_file
+from prof_engine.importers.chrome import anomalies, convert_file
 from prof_engine.importers.jsonstream import open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
@@ -114,7 +114,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
         offset_ns=int(base) if isinstance(base, (int, float)) else 0,
         version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
         bytes=nbytes, events=sum(conv.counts.values()), host=header.get("host_name"),
-        devices=devices, lanes=list(conv.lanes.values()), info=info,
+        devices=devices, lanes=list(conv.lanes.values()), info={**info, **anomalies(conv)},
     )
 
 
@@ -245,7 +245,7 @@ def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -
             path=str(unit.path), format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
             rank=rank if rank is not None else index, index=index, bytes=_size(unit.path),
             events=sum(conv.counts.values()),
-            lanes=list(conv.lanes.values()), info=info,
+            lanes=list(conv.lanes.values()), info={**info, **anomalies(conv)},
         )
     reader, conv = convert_file(unit.path, index, sink, step)
     return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)

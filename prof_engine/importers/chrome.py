@@ -114,6 +114,12 @@ class _Columns:
             v.clear()
 
 
+def anomalies(conv: ChromeConverter) -> dict[str, int]:
+    """What a source's manifest entry (`info`) says was odd in it and read anyway: slices that end
+    before they start (`negative_durations`, read as 0 µs long; `prof-engine import` warns)."""
+    return {"negative_durations": conv.negative_durations} if conv.negative_durations else {}
+
+
 class ChromeConverter:
     """Converts the events of one file into staging batches (rank = `file_index`, relative ts)."""
 
@@ -124,6 +130,7 @@ class ChromeConverter:
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
         self.open_begins: dict[tuple[str, str], list[Event]] = {}
         self.counts: dict[str, int] = {}
+        self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
         # The columnar fast path reproduces the base class's per-event hooks; a subclass that
         # overrides any of them (Ascend, msprof) keeps the event-by-event path.
         self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
@@ -226,7 +233,10 @@ class ChromeConverter:
         c["op_type"].append(d.op_type)
         c["task_type"].append(d.task_type)
         c["ts"].append(ts)
-        c["dur"].append(max(dur_ns, 0))
+        if dur_ns < 0:
+            self.negative_durations += 1
+            dur_ns = 0
+        c["dur"].append(dur_ns)
         c["pid"].append(_text(ev.pid))
         c["tid"].append(_text(ev.tid))
         c["stream"].append(d.stream)
@@ -274,7 +284,10 @@ class ChromeConverter:
         c["category"].extend(cats)
         c["ts"].extend(ts)
         durs = us_texts_to_ns(_field(events, "dur"))
-        c["dur"].extend(durs if None not in durs and min(durs) >= 0 else [max(d or 0, 0) for d in durs])
+        if None in durs or min(durs, default=0) < 0:
+            self.negative_durations += sum(1 for d in durs if d is not None and d < 0)
+            durs = [max(d or 0, 0) for d in durs]
+        c["dur"].extend(durs)
         c["pid"].extend(_texts(_field(events, "pid")))
         c["tid"].extend(_texts(_field(events, "tid")))
         c["stream"].extend(streams)

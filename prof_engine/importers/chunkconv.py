@@ -146,6 +146,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     else:
         devices, streams = pa.repeat(pa.scalar("host"), n), pa.nulls(n, pa.int64())
     durs = us_array_to_ns(col("dur", RAW))
+    conv.negative_durations += pc.sum(pc.less(durs, 0)).as_py() or 0
     args = col("args", RAW)
     _emit(conv, "slices", {
         "id": pa.array(range(first, first + n), pa.int64()),

@@ -37,7 +37,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
-from prof_engine.importers.chrome import Args, Described, Sink, _int, _text
+from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store import SourceFile
@@ -197,7 +197,7 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
         events=sum(conv.counts.values()), host=info.get("hostname"), devices=[_device_info(device_id, info)],
         lanes=list(conv.lanes.values()),
         info={"rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
-              "timeline_files": [p.name for p in files]},
+              "timeline_files": [p.name for p in files], **anomalies(conv)},
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
-from prof_engine.importers.chrome import Args, Described, Sink, _text
+from prof_engine.importers.chrome import Args, Described, Sink, _text, anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store import SourceFile
 
@@ -199,5 +199,6 @@ def _source(prof_dir: Path, index: int, conv: OutputConverter, devices: dict[int
         index=index, bytes=sum(p.stat().st_size for p in files), events=sum(conv.counts.values()),
         host=info.get("hostname"), devices=[msprof._device_info(d, devices.get(d, {})) for d in ids],
         lanes=list(conv.lanes.values()),
-        info={"rank_id": info.get("rank_id"), "device_ids": ids, "output_files": [p.name for p in files]},
+        info={"rank_id": info.get("rank_id"), "device_ids": ids, "output_files": [p.name for p in files],
+              **anomalies(conv)},
     )
