@@ -79,3 +79,14 @@ def test_op_flops_counts_and_times_as_torch_does(run):
         t = AVERAGES[name]
         assert count == t.count and gflops * 1e9 == pytest.approx(t.flops, rel=1e-9), name
         assert us == pytest.approx(t.device_time_total, abs=0.002 * int(count)) and us > 0, name
+
+
+def test_the_device_is_named_as_cuda_names_it(run):
+    """`devices` holds the GPU the kernels ran on, named, sized and numbered as CUDA reports it;
+    where that GPU is listed, op_flops' utilization is the rate over its peak, under 100 %."""
+    props = torch.cuda.get_device_properties(0)
+    rows = run.sql('SELECT "Device", "Name", "Compute Capability", "Multiprocessors", "Model" FROM devices').rows()
+    assert [r[:4] for r in rows] == [("gpu0", props.name, f"{props.major}.{props.minor}", props.multi_processor_count)]
+    shares = run.sql('SELECT "TFLOPS" / "Peak TFLOPS" * 100, "FLOPS Utilization(%)" FROM op_flops').rows()
+    if rows[0][4] is not None:  # a listed model: every counted call has a peak in its precision (fp32, tf32)
+        assert shares and all(0 < u <= 100 and u == pytest.approx(s, abs=0.01) for s, u in shares)
