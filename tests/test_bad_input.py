@@ -68,6 +68,10 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     "dur_not_a_number": ("trace.json", lambda: trace_text(5000).replace('"dur": 3', '"dur": "three"', 1)),
     "ts_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 1e30', 1)),
     "not_utf8": ("trace.json", lambda: trace_text(5000).replace("aten::op4000", "aten::op\xe9").encode("latin-1")),
+    "rank_out_of_range": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
+                                                                     '"distributedInfo": {"rank": 9223372036854775808}')),
+    "base_time_negative": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
+                                                                      '"baseTimeNanoseconds": -1e20')),
 }
 
 
@@ -210,3 +214,27 @@ def test_negative_durations_are_read_as_zero_and_said(tmp_path, monkeypatch, nat
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["sources"][0]["info"]["negative_durations"] == 2
     assert manifest["tables"]["slices"] == 4
+
+
+def test_odd_fields_that_name_nothing_are_read_as_absent(tmp_path, monkeypatch):
+    """Fields of the wrong shape that a reader can do without import as if absent, on both paths:
+    args that are not an object, a metadata name that is not text, an id beyond int64, device
+    properties and a host name of the wrong type."""
+    for native in ("1", "0"):
+        monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
+        events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), {**x("aten::mm", 10, 5), "args": 1e20},
+                  {**x("aten::add", 20, 5), "args": [1, 2]},
+                  x("k", 30, 2, cat="kernel", pid=0, tid=7, device=2**63, stream=7, correlation=2**64),
+                  {"ph": "M", "name": [1, 2], "pid": 1, "tid": 1, "args": {"name": "x"}},
+                  {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": 7}]
+        trace = {"schemaVersion": 1, "deviceProperties": 5, "host_name": {"a": 1}, "traceEvents": events}
+        (tmp_path / "t.json").write_text(json.dumps(trace), encoding="utf-8")
+        proc = cli(tmp_path, "import", "t.json", "-o", f"run{native}")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        manifest = json.loads((tmp_path / f"run{native}" / "manifest.json").read_text(encoding="utf-8"))
+        assert manifest["tables"]["slices"] == 4 and manifest["hosts"] == []
+        done = cli(tmp_path, "query", f"run{native}", "SELECT name, args, correlation FROM slices ORDER BY ts",
+                   "-f", "csv")
+        assert done.stdout.splitlines()[1:] == ['"ProfilerStep#1","{}",', '"aten::mm",,', '"aten::add",,',
+                                                 '"k","{""device"": 9223372036854775808, ""stream"": 7, '
+                                                 '""correlation"": 18446744073709551616}",'], done.stdout

@@ -101,19 +101,26 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
     """What the manifest keeps of one Chrome/Kineto trace file (rank, clock offset, devices, lanes)."""
     dist = header.get("distributedInfo") or {}
     rank = dist.get("rank") if isinstance(dist, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < 2**31:
+        raise InputError(f"{path}: distributedInfo.rank {rank} is not a rank (a whole number from 0 to {2**31 - 1})")
     base = header.get("baseTimeNanoseconds")
+    if isinstance(base, (int, float)) and not isinstance(base, bool) and not 0 <= base < 2**62:
+        raise InputError(f"{path}: baseTimeNanoseconds {base} is not a time (ns since 1970, from 0 to 2^62)")
     kineto = any(k in header for k in ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"))
+    props = header.get("deviceProperties")
     devices = [
         {k: d.get(k) for k in ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms") if k in d}
-        for d in header.get("deviceProperties") or [] if isinstance(d, dict)
+        for d in (props if isinstance(props, list) else []) if isinstance(d, dict)
     ]
     info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     return SourceFile(
-        path=str(path), format="kineto" if kineto else "chrome", rank=int(rank) if isinstance(rank, int) else index,
+        path=str(path), format="kineto" if kineto else "chrome",
+        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else index,
         index=index,
         offset_ns=int(base) if isinstance(base, (int, float)) else 0,
         version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
-        bytes=nbytes, events=sum(conv.counts.values()), host=header.get("host_name"),
+        bytes=nbytes, events=sum(conv.counts.values()),
+        host=host if isinstance(host := header.get("host_name"), str) else None,
         devices=devices, lanes=list(conv.lanes.values()), info={**info, **anomalies(conv)},
     )
 

@@ -504,7 +504,7 @@ class ChromeConverter:
         a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
         pid = _text(ev.pid) or ""
         key = {"process_name": (pid, ""), "process_labels": (pid, ""), "thread_name": (pid, _text(ev.tid) or "")}
-        if ev.name not in key:
+        if not isinstance(ev.name, str) or ev.name not in key:
             return
         lane = self.lanes.setdefault(key[ev.name], {"pid": pid, "tid": key[ev.name][1] or None})
         field = {"process_name": "process", "process_labels": "labels", "thread_name": "thread"}[ev.name]

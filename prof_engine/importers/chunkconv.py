@@ -148,6 +148,9 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     durs = us_array_to_ns(col("dur", RAW))
     conv.negative_durations += pc.sum(pc.less(durs, 0)).as_py() or 0
     args = col("args", RAW)
+    objects = pc.starts_with(args, "{")
+    if not pc.all(objects).as_py():  # args that are a number or a list name nothing: none
+        args = pc.if_else(objects, args, pa.scalar(None, args.type))
     _emit(conv, "slices", {
         "id": pa.array(range(first, first + n), pa.int64()),
         "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),

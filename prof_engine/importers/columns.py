@@ -51,15 +51,19 @@ _NO_MEMORY_ARGS = _MemoryArgs()
 _NO_SLICE_ARGS = _SliceArgs()
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _int(v: Any) -> int | None:
+    """An id, index or count as int64; None where it is not an integer one (as where it is absent)."""
     if isinstance(v, bool) or v is None:
         return None
-    if isinstance(v, int):
-        return v
-    try:
-        return int(str(v).strip(), 0)
-    except ValueError:
-        return None
+    if not isinstance(v, int):
+        try:
+            v = int(str(v).strip(), 0)
+        except ValueError:
+            return None
+    return v if v in _INT64 else None
 
 
 def _text(v: Any) -> str | None:
@@ -78,8 +82,10 @@ def _ints(values: list) -> list[int | None]:
     """`_int` over a column. A column of ints and None (the usual case) is returned as it is,
     after one C-level pass over the types."""
     if set(map(type, values)) <= {int, _NONE}:
-        return values
-    return [v if v.__class__ is int or v is None else _int(v) for v in values]
+        ints = list(filter(None.__ne__, values))
+        if not ints or (min(ints) in _INT64 and max(ints) in _INT64):
+            return values
+    return [_int(v) for v in values]
 
 
 def _texts(values: list) -> list[str | None]:

@@ -49,9 +49,10 @@ class Event(msgspec.Struct, gc=False):
 
 
 def args_text(ev: Event) -> bytes:
-    """The event's `args` JSON text; b"" when it has none (absent or null)."""
+    """The event's `args` JSON text; b"" when it has none (absent, null, or not an object: a
+    number or a list names no argument)."""
     raw = bytes(ev.args)
-    return b"" if raw == b"null" else raw
+    return raw if raw[:1] == b"{" else b""
 
 
 _EVENTS = msgspec.json.Decoder(list[Event])
