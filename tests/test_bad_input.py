@@ -68,6 +68,8 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     "dur_not_a_number": ("trace.json", lambda: trace_text(5000).replace('"dur": 3', '"dur": "three"', 1)),
     "ts_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 1e30', 1)),
     "not_utf8": ("trace.json", lambda: trace_text(5000).replace("aten::op4000", "aten::op\xe9").encode("latin-1")),
+    "number_out_of_range": ("trace.json", lambda: trace_text().replace('"args": {}', '"args": {"Input Dims": '
+                                                                          '[[1e400]]}', 1)),
     "rank_out_of_range": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
                                                                      '"distributedInfo": {"rank": 9223372036854775808}')),
     "base_time_negative": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
@@ -178,7 +180,8 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
 
 
 @pytest.mark.parametrize(("file", "column", "bad"), [("npu_module_mem.csv", "Total Reserved(MB)", "x"),
-                                                    ("operator_memory.csv", "Size(KB)", "nan")])
+                                                    ("operator_memory.csv", "Size(KB)", "nan"),
+                                                    ("operator_memory.csv", "Size(KB)", "1e20")])
 def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
     """A torch_npu memory file whose number cell is text (or not finite): one line naming the file,
     the column and the value, not a traceback or a NaN in the run."""
@@ -196,7 +199,7 @@ def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
     with path.open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows(rows)
     proc = cli(tmp_path, "import", path.parent.parent, "-o", "run")  # the rank's directory
-    assert_user_error(proc, f"{file}: {column} '{bad}' is not a number")
+    assert_user_error(proc, f"{file}: {column} '{bad}' is not a number of bytes")
     assert leftovers(tmp_path, "run") == []
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from prof_engine._allocator import limit_arenas
 from prof_engine._no_pandas import block_pandas, without_pandas
 from prof_engine.errors import InputError, ProfEngineError
@@ -233,6 +235,8 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
     try:
         return _convert_unit(unit, index, sink, step)
     except BadTime as e:  # a `ts`, `dur` or CSV time that is not a number: a corrupt source
+        raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
+    except msgspec.ValidationError as e:  # JSON that holds what no profiler writes (a number beyond 64 bits)
         raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
     except UnicodeDecodeError as e:  # JSON is UTF-8; so are the profilers' CSV files
         raise InputError(f"{unit.path}: text that is not UTF-8 (byte {bytes(e.object[e.start:e.end]).hex(' ')}: "

@@ -34,16 +34,18 @@ def _device(text: str | None) -> str:
     return f"{kind.strip().lower() or 'npu'}{index.strip() or 0}"
 
 
-def _number(path: Path, column: str, text: str | None) -> float | None:
-    """A numeric cell (None where empty); a cell that is not a finite number is a corrupt file."""
+def _bytes(path: Path, column: str, text: str | None, unit: int) -> float | None:
+    """A cell of KB or MB (`unit` bytes) in bytes (None where empty); a cell that is not a number
+    of bytes an int64 holds is a corrupt file."""
     if text is None:
         return None
     try:
-        value = float(text)
+        value = float(text) * unit
     except ValueError:
         value = math.nan
-    if not math.isfinite(value):
-        raise InputError(f"{path}: {column} {text[:40]!r} is not a number (corrupt or not a profiler's output?)")
+    if not abs(value) < 2**63:  # NaN too
+        raise InputError(f"{path}: {column} {text[:40]!r} is not a number of bytes "
+                         "(corrupt or not a profiler's output?)")
     return value
 
 
@@ -66,19 +68,17 @@ def convert_memory(output_dir: Path, conv) -> None:
             if ts is None or r["Component"] is None:
                 continue
             for series in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-                mb = _number(path, RECORD[series][0], r.get(series))
-                if mb is None:
+                value = _bytes(path, RECORD[series][0], r.get(series), MIB)
+                if value is None:
                     continue
-                value = mb * MIB
                 conv.add_row("counters", {"rank": conv.file_index, "device": _device(r.get("Device")),
                                           "name": f"{prefix}/{r['Component']}", "series": series, "ts": ts,
                                           "value": value})
     path = output_dir / "operator_memory.csv"
     for r in _rows(path, OPERATOR, ("Name", "Size", "Alloc")):
-        kb = _number(path, "Size(KB)", r["Size"])
-        if kb is None:
+        size = _bytes(path, "Size(KB)", r["Size"], 1024)
+        if size is None:
             continue
-        size = kb * 1024
         for when, sign, total, reserved in (("Alloc", 1, "AllocTotal", "AllocReserved"),
                                              ("Release", -1, "ReleaseTotal", "ReleaseReserved")):
             ts = us_text_to_ns(r.get(when) or "")
@@ -87,10 +87,10 @@ def convert_memory(output_dir: Path, conv) -> None:
             conv.add_row("memory_events", {
                 "rank": conv.file_index, "device": _device(r.get("Device")), "ts": ts, "op_name": r["Name"],
                 "bytes": int(round(abs(size))) * sign,
-                "total_allocated": _bytes_or_none(_number(path, OPERATOR[total][0], r.get(total))),
-                "total_reserved": _bytes_or_none(_number(path, OPERATOR[reserved][0], r.get(reserved)))})
+                "total_allocated": _int_or_none(_bytes(path, OPERATOR[total][0], r.get(total), MIB)),
+                "total_reserved": _int_or_none(_bytes(path, OPERATOR[reserved][0], r.get(reserved), MIB))})
 
 
-def _bytes_or_none(mb: float | None) -> int | None:
-    return None if mb is None else int(round(mb * MIB))
+def _int_or_none(v: float | None) -> int | None:
+    return None if v is None else int(round(v))
 
