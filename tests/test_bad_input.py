@@ -180,6 +180,7 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
 
 
 @pytest.mark.parametrize(("file", "column", "bad"), [("npu_module_mem.csv", "Total Reserved(MB)", "x"),
+                                                    ("memory_record.csv", "Timestamp(us)", "inf"),
                                                     ("operator_memory.csv", "Size(KB)", "nan"),
                                                     ("operator_memory.csv", "Size(KB)", "1e20")])
 def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
@@ -199,7 +200,8 @@ def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
     with path.open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows(rows)
     proc = cli(tmp_path, "import", path.parent.parent, "-o", "run")  # the rank's directory
-    assert_user_error(proc, f"{file}: {column} '{bad}' is not a number of bytes")
+    said = f"not a time in µs: '{bad}'" if column.endswith("(us)") else f"'{bad}' is not a number of bytes"
+    assert_user_error(proc, f"{file}: {column}", said)
     assert leftovers(tmp_path, "run") == []
 
 
