@@ -3,7 +3,8 @@
 --   aten::mm, addmm, bmm, baddbmm and conv2d call's FLOPs from its input shapes (and a
 --   convolution's stride, padding and dilation), summed per op and shapes, over the time of the
 --   device kernels it launched, itself or through the convolution ops nested in it (cuDNN's, for
---   a convolution); its own time on a rank without device records: achieved TFLOPS.
+--   a convolution); its own time on a rank without device records: achieved TFLOPS, and their
+--   share of the device's datasheet peak in the calls' precision.
 -- matches: torch.profiler's with_flops counts (2·M·K·N per matrix product, times the batch; addmm's
 --   and baddbmm's added input not counted; conv2d as `_flops`). Other ops are not counted.
 -- requires: _flop_calls, _units, _device_peaks

@@ -236,7 +236,7 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
         return _convert_unit(unit, index, sink, step)
     except BadTime as e:  # a `ts`, `dur` or CSV time that is not a number: a corrupt source
         raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
-    except msgspec.ValidationError as e:  # JSON that holds what no profiler writes (a number beyond 64 bits)
+    except msgspec.ValidationError as e:  # JSON no profiler writes (a number no double holds: 1e400)
         raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
     except UnicodeDecodeError as e:  # JSON is UTF-8; so are the profilers' CSV files
         raise InputError(f"{unit.path}: text that is not UTF-8 (byte {bytes(e.object[e.start:e.end]).hex(' ')}: "

@@ -79,8 +79,8 @@ def _field(values: list, name: str) -> list:
 
 
 def _ints(values: list) -> list[int | None]:
-    """`_int` over a column. A column of ints and None (the usual case) is returned as it is,
-    after one C-level pass over the types."""
+    """`_int` over a column. A column of int64s and None (the usual case) is returned as it is,
+    after C-level passes over the types and for the least and greatest value."""
     if set(map(type, values)) <= {int, _NONE}:
         ints = list(filter(None.__ne__, values))
         if not ints or (min(ints) in _INT64 and max(ints) in _INT64):
