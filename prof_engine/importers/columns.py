@@ -82,7 +82,7 @@ def _ints(values: list) -> list[int | None]:
     """`_int` over a column. A column of int64s and None (the usual case) is returned as it is,
     after C-level passes over the types and for the least and greatest value."""
     if set(map(type, values)) <= {int, _NONE}:
-        ints = list(filter(None.__ne__, values))
+        ints = [v for v in values if v is not None]
         if not ints or (min(ints) in _INT64 and max(ints) in _INT64):
             return values
     return [_int(v) for v in values]
