@@ -1,10 +1,11 @@
 -- view: _flop_calls
 -- answers: every matrix multiply and convolution call whose FLOPs can be counted (aten::mm, addmm,
---   bmm, baddbmm, conv2d with recorded shapes), with its step, precision, and the time and device
+--   bmm, baddbmm, conv2d with recorded shapes), with its step, the precision it ran in (whose peak
+--   its rate is measured against), and the time and device
 --   of the device kernels it launched, itself or through the ops nested in it (device NULL: it
 --   launched none); on a rank without device records its own time, on `host`. op_flops sums them
 --   per op and shapes, flops_summary per step.
--- requires: slices, _flops, _classify, _tasks
+-- requires: slices, _flops, _classify, _tasks, _device_peaks
 -- A matrix product launches its kernels itself. A convolution's kernels are launched by the
 -- convolution op the dispatcher reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_...),
 -- and by the bias add beside it: its time is that of every kernel the ops nested in it launched
@@ -35,7 +36,13 @@ WITH RECURSIVE gemms AS (
 ), calls AS (
     SELECT * FROM gemms UNION ALL SELECT * FROM convs
 )
-SELECT c.rank, c.step, c.id, c.name, c.input_shapes, c.concrete, c.precision,
+SELECT c.rank, c.step, c.id, c.name, c.input_shapes, c.concrete,
+       -- an fp32 convolution runs on TF32 tensor cores where the device has them (cuDNN's default in
+       -- PyTorch, torch.backends.cudnn.allow_tf32), an fp32 matrix product on the FP32 cores (TF32 is
+       -- off for them by default)
+       CASE WHEN c.precision = 'fp32' AND c.name = 'aten::conv2d' AND EXISTS (
+                SELECT 1 FROM _device_peaks p WHERE p.rank = c.rank AND p.device = k.device AND p.precision = 'tf32')
+            THEN 'tf32' ELSE c.precision END AS precision,
        CASE WHEN h.rank IS NOT NULL THEN 'host' ELSE k.device END AS device,
        CASE WHEN h.rank IS NOT NULL THEN c.dur ELSE coalesce(k.dur, 0) END AS dur
 FROM calls c LEFT JOIN kernels k USING (id) LEFT JOIN _host_only_ranks h ON h.rank = c.rank;
@@ -43,9 +50,3 @@ FROM calls c LEFT JOIN kernels k USING (id) LEFT JOIN _host_only_ranks h ON h.ra
 -- The FLOPs of calls of one op, shapes and arguments (`_flop_calls` rows grouped by them).
 CREATE OR REPLACE MACRO call_flops(name, input_shapes, concrete) AS CASE
     WHEN name = 'aten::conv2d' THEN conv2d_flops(input_shapes, concrete) ELSE gemm_flops(name, input_shapes) END;
-
--- The precision whose peak a call's rate is measured against: an fp32 convolution runs on TF32
--- tensor cores where the device has them (cuDNN's default in PyTorch, torch.backends.cudnn.
--- allow_tf32), an fp32 matrix product on the FP32 cores (TF32 is off for them by default).
-CREATE OR REPLACE MACRO peak_precision(name, precision, has_tf32) AS
-    CASE WHEN precision = 'fp32' AND name = 'aten::conv2d' AND has_tf32 THEN 'tf32' ELSE precision END;

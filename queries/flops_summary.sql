@@ -24,9 +24,7 @@ WITH groups AS (
 ), at_peak AS (  -- each group's FLOPs and the time they take at the device's peak in their precision
     SELECT g.rank, g.device, g.step, g.n, g.dur, g.flops, g.flops / (p.tflops * 1e12) AS peak_s,
            p.tflops IS NULL AS no_peak
-    FROM groups g LEFT JOIN _device_peaks p ON p.rank = g.rank AND p.device = g.device
-     AND p.precision = peak_precision(g.name, g.precision, (g.rank, g.device) IN (
-             SELECT (rank, device) FROM _device_peaks WHERE precision = 'tf32'))
+    FROM groups g LEFT JOIN _device_peaks p ON p.rank = g.rank AND p.device = g.device AND p.precision = g.precision
     WHERE g.flops IS NOT NULL
 ), steps AS (
     SELECT rank, device, step, sum(n)::BIGINT AS n, sum(dur) AS dur, sum(flops) AS flops, sum(peak_s) AS peak_s,

@@ -26,16 +26,13 @@ WITH groups AS (
     SELECT rank, name, input_shapes, concrete, precision, count(*) AS n, any_value(device) AS device, sum(dur) AS dur
     FROM _flop_calls GROUP BY rank, name, input_shapes, concrete, precision
 ), counted AS (
-    SELECT *, call_flops(name, input_shapes, concrete) * n AS flops,
-           peak_precision(name, precision, (rank, device) IN (SELECT (rank, device) FROM _device_peaks
-                                                                WHERE precision = 'tf32')) AS peak_precision
-    FROM groups
+    SELECT *, call_flops(name, input_shapes, concrete) * n AS flops FROM groups
 )
 SELECT c.rank AS "Rank", c.name AS "OP Name", c.input_shapes AS "Input Shapes", c.concrete AS "Concrete Inputs",
        c.n AS "Count", round(c.flops / 1e9, 9) AS "GFLOPs",  -- 9 decimals: single FLOPs
        us(c.dur) AS "Time(us)", round(c.flops / nullif(c.dur, 0) / 1e3, 6) AS "TFLOPS",
-       c.peak_precision AS "Precision", p.tflops AS "Peak TFLOPS",
+       c.precision AS "Precision", p.tflops AS "Peak TFLOPS",
        round(100 * c.flops / nullif(c.dur, 0) / 1e3 / p.tflops, 2) AS "FLOPS Utilization(%)"
-FROM counted c LEFT JOIN _device_peaks p ON p.rank = c.rank AND p.device = c.device AND p.precision = c.peak_precision
+FROM counted c LEFT JOIN _device_peaks p ON p.rank = c.rank AND p.device = c.device AND p.precision = c.precision
 WHERE c.flops IS NOT NULL
 ORDER BY "Rank", "GFLOPs" DESC, "OP Name", "Input Shapes", "Concrete Inputs", "Precision"
