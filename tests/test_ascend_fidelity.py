@@ -275,7 +275,9 @@ def test_memory_files_of_other_columns_add_nothing(tmp_path):
 
     class Conv:
         file_index = 0
-        rows: list = []
+
+        def __init__(self):
+            self.rows = []
 
         def add_row(self, table, row):
             self.rows.append((table, row))
