@@ -1,7 +1,7 @@
 -- view: devices
 -- answers: which accelerators the run ran on — each device with records, its hardware as the
 --   source recorded it (name, memory, compute capability, multiprocessors), its records and
---   tasks, and the peak TFLOPS per precision that op_flops measures utilisation against.
+--   tasks, and the peak TFLOPS per precision that op_flops measures utilization against.
 -- matches: the `deviceProperties` of a Kineto trace (torch.profiler), and the peaks of the
 --   vendors' datasheets (dense math, see _device_peaks); Ascend sources record no hardware name.
 -- requires: run_devices, _device_peaks
