@@ -102,11 +102,12 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
 def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
     """What the manifest keeps of one Chrome/Kineto trace file (rank, clock offset, devices, lanes)."""
     dist = header.get("distributedInfo") or {}
-    rank = dist.get("rank") if isinstance(dist, dict) else None
-    if isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < 2**31:
+    rank, base = dist.get("rank") if isinstance(dist, dict) else None, header.get("baseTimeNanoseconds")
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None  # else: the file's index
+    base = base if isinstance(base, (int, float)) and not isinstance(base, bool) else None  # else: 0
+    if rank is not None and not 0 <= rank < 2**31:
         raise InputError(f"{path}: distributedInfo.rank {rank} is not a rank (a whole number from 0 to {2**31 - 1})")
-    base = header.get("baseTimeNanoseconds")
-    if isinstance(base, (int, float)) and not isinstance(base, bool) and not 0 <= base < 2**62:
+    if base is not None and not 0 <= base < 2**62:
         raise InputError(f"{path}: baseTimeNanoseconds {base} is not a time (ns since 1970, from 0 to 2^62)")
     kineto = any(k in header for k in ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"))
     props = header.get("deviceProperties")
@@ -117,9 +118,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
     info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     return SourceFile(
         path=str(path), format="kineto" if kineto else "chrome",
-        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else index,
-        index=index,
-        offset_ns=int(base) if isinstance(base, (int, float)) else 0,
+        rank=index if rank is None else rank, index=index, offset_ns=0 if base is None else int(base),
         version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
         bytes=nbytes, events=sum(conv.counts.values()),
         host=host if isinstance(host := header.get("host_name"), str) else None,
