@@ -80,10 +80,8 @@ def run_capped(code: str, *args: str) -> subprocess.CompletedProcess:
 
     # Thread pools sized by the cores reserve memory per thread that the cap counts (stacks, buffers):
     # OpenBLAS's (numpy's, loaded with pyarrow) alone passed it on 16 cores. The test proves
-    # streaming, so it runs its pools as on CI's 2 cores. (On a 16-core GPU host's own Python image
-    # it still fails: the import's data segment peaked at 1.07 GB there, 0.6 GB here, at the same
-    # peak RSS, 287 and 292 MiB: 70 thread stacks of 8 MiB at the peak against 14, from native
-    # pools sized by the cores that are neither DuckDB's nor OpenBLAS's, not traced further.)
+    # streaming, so it runs its pools as on CI's 2 cores. (DuckDB's asynchronous I/O threads, four
+    # per core, are sized with its workers by `duckdb_connect`: 65 threads on 16 cores before.)
     env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "2"}
     return subprocess.run([sys.executable, "-c", code, *args], preexec_fn=cap, env=env, capture_output=True,
