@@ -1,7 +1,10 @@
 -- view: _operator_calls
 -- answers: every framework (host) op call with its host time and the device time it launched, in
 --   ns: self (the tasks it launched itself) and total (with the tasks of the ops nested in it);
---   operator_details lists them, key_averages sums them per op name.
+--   operator_details lists them, key_averages sums them per op name. The user ranges the import
+--   nested with the ops (record_function, `## Call CompiledFxGraph ##`: schema 1.5 on) are calls
+--   too (`is_range`), as in torch.profiler's tree: device time reaches an op through the ranges
+--   in it, and a range's time is not its enclosing op's self time.
 -- Host self time is the call's less that of the ops and runtime API calls nested in it, as
 -- torch.profiler's Self CPU counts it (a CUDA op's cudaLaunchKernel is not its own time; torch_npu
 -- launches from its task queue's thread, outside the op, so there it is the op's less its ops').
@@ -29,7 +32,8 @@ WITH RECURSIVE comm_ids AS (
     WHERE is_device_task(t.device, t.kind) AND t.launch_id IS NOT NULL
     GROUP BY t.rank, t.launch_id
 ), host AS (
-    SELECT rank, id, parent_id FROM slices WHERE device = 'host' AND kind = 'host_op' AND parent_id IS NOT NULL
+    SELECT rank, id, parent_id FROM slices
+    WHERE device = 'host' AND (kind = 'host_op' OR (kind = 'user_range' AND self_dur IS NOT NULL)) AND parent_id IS NOT NULL
 ), up(rank, id, self, dur, aicore_self, aicore) AS (  -- launchers' device time, handed up a level at a time
     SELECT rank, id, dur, dur, aicore, aicore FROM launched
     UNION ALL
@@ -39,10 +43,10 @@ WITH RECURSIVE comm_ids AS (
     SELECT rank, id, sum(self) AS self, sum(dur) AS total, sum(aicore_self) AS aicore_self, sum(aicore) AS aicore_total
     FROM up GROUP BY rank, id
 )
-SELECT o.rank, o.step, o.id, o.ts, o.name, o.input_shapes,
+SELECT o.rank, o.step, o.id, o.ts, o.name, o.kind = 'user_range' AS is_range, o.input_shapes,
        CASE WHEN run_cann_args() THEN o.args ->> 'Call stack' END AS call_stack,
        greatest(o.self_dur - coalesce(a.dur, 0), 0) AS host_self, o.dur AS host_total,
        coalesce(d.self, 0) AS device_self, coalesce(d.total, 0) AS device_total,
        coalesce(d.aicore_self, 0) AS aicore_self, coalesce(d.aicore_total, 0) AS aicore_total
 FROM slices o LEFT JOIN device d ON d.rank = o.rank AND d.id = o.id LEFT JOIN _nested_api_time a ON a.rank = o.rank AND a.id = o.id
-WHERE o.device = 'host' AND o.kind = 'host_op';
+WHERE o.device = 'host' AND (o.kind = 'host_op' OR (o.kind = 'user_range' AND o.self_dur IS NOT NULL));

@@ -4,9 +4,11 @@
 --   torch.profiler's `key_averages().table()` prints it.
 -- matches: torch.profiler key_averages (group by name): as it does, a call whose only child is a
 --   call of the same name (the dispatcher's redispatch, `aten::div_` in `aten::div_`) is one call
---   with it. Host self time is the op's less that of its nested ops and runtime API calls, which
---   are rows of their own (cudaLaunchKernel...: host time, no device time), as in torch's table.
---   Kernels are not rows here: kernel_statistic lists them.
+--   with it. Host self time is the op's less that of its nested ops, ranges and runtime API
+--   calls, which are rows of their own (cudaLaunchKernel...: host time, no device time), as in
+--   torch's table; so are record_function ranges (`## forward ##`, Inductor's `## Call
+--   CompiledFxGraph ##`; in runs imported at schema 1.5 on). Steps (ProfilerStep*) are not rows
+--   (step_trace has them), nor are kernels (kernel_statistic lists them).
 -- requires: _operator_calls, _units, slices
 -- column `Rank` INTEGER: global rank
 -- column `Name` VARCHAR: op name
@@ -21,7 +23,7 @@
 -- column `Device Avg(us)` DOUBLE: mean Device Total per call, µs
 WITH only_child AS (  -- host records with exactly one record nested in them, an op: which one
     SELECT rank, parent_id AS id, any_value(name) AS name, any_value(dur) AS dur FROM slices
-    WHERE device = 'host' AND kind IN ('host_op', 'api') AND parent_id IS NOT NULL
+    WHERE device = 'host' AND kind IN ('host_op', 'api', 'user_range') AND parent_id IS NOT NULL
     GROUP BY rank, parent_id HAVING count(*) = 1 AND any_value(kind) = 'host_op'
 ), calls AS (  -- `folds`: the call's only child is a call of its name, whose row it takes in
     SELECT c.*, k.dur AS child_host_total, c.device_total - c.device_self AS child_device_total,

@@ -22,4 +22,5 @@ SELECT rank AS "Rank", step AS "Step", name AS "Name", input_shapes AS "Input Sh
        us(aicore_self) AS "Device Self Duration With AICore(us)",
        us(aicore_total) AS "Device Total Duration With AICore(us)"
 FROM _operator_calls
+WHERE NOT is_range
 ORDER BY "Rank", ts, id

@@ -60,13 +60,15 @@ def trace(tmp_path_factory) -> dict:
             start = base + ns(e["ts"])
             steps[int(e["name"].split("#")[1])] = (start, start + ns(e["dur"]))
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    ranges = {e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+              and not e["name"].startswith("ProfilerStep#")}
     # torch's own table over the same (last active) window: name -> (calls, self µs, total µs)
     averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
     self_memory = {a.key: a.self_cpu_memory_usage for a in prof.key_averages() if a.self_cpu_memory_usage}
     prof_engine.import_trace([path], tmp / "run")
     run = prof_engine.open(tmp / "run")
-    yield {"events": events, "base": base, "steps": steps, "ops": ops, "run": run, "averages": averages,
-           "self_memory": self_memory}
+    yield {"events": events, "base": base, "steps": steps, "ops": ops, "ranges": ranges, "run": run,
+           "averages": averages, "self_memory": self_memory}
     run.close()
 
 
@@ -222,14 +224,15 @@ def test_input_shapes_of_linear_ops(trace):
 
 
 def test_key_averages_is_torchs_key_averages(trace):
-    """key_averages gives, per op, the calls, self and total CPU time of torch.profiler's own
-    `key_averages()` over the same events, redispatches folded as torch folds them (its
-    record_function ranges and ProfilerStep#N are user ranges and steps here, not ops)."""
-    op_names = {e["name"] for e in trace["ops"]}
-    torch_rows = {k: v for k, v in trace["averages"].items() if k in op_names}
+    """key_averages gives, per op and record_function range, the calls, self and total CPU time of
+    torch.profiler's own `key_averages()` over the same events, redispatches folded as torch folds
+    them (ProfilerStep#N are steps here, step_trace's rows)."""
+    names = {e["name"] for e in trace["ops"]} | trace["ranges"]
+    torch_rows = {k: v for k, v in trace["averages"].items() if k in names}
     ours = {n: (c, s, t) for n, c, s, t in trace["run"].sql(
         'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
     assert sorted(ours) == sorted(torch_rows) and len(ours) > 10
+    assert {"my_forward", "Optimizer.step#SGD.step"} <= set(ours)
     for name, (calls, self_us, total_us) in torch_rows.items():
         assert ours[name][0] == calls, name
         assert ours[name][1] == pytest.approx(self_us, abs=0.002 * calls), name
@@ -248,3 +251,53 @@ def test_op_memory_is_torchs_self_cpu_memory(trace):
     want = trace["self_memory"]
     assert len(want) > 5 and "aten::addmm" in want and "Optimizer.zero_grad#SGD.zero_grad" in want
     assert ours == pytest.approx(want, abs=2)  # MiB to 6 decimals: ~1 byte
+
+
+@pytest.fixture(scope="module")
+def range_in_op(tmp_path_factory) -> dict:
+    """A CPU trace where a record_function range runs inside an op (a custom autograd Function's
+    forward, as Inductor's `## Call CompiledFxGraph ##` runs inside `CompiledFunction`), with
+    torch's own key_averages() of it: name -> (calls, self µs, total µs)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with record_function("scale_inner"):
+                return x * 2 + 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    tmp = tmp_path_factory.mktemp("range_in_op")
+    x = torch.randn(64, 64, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            with record_function("outer"):
+                Scale.apply(x).sum().backward()
+    prof.export_chrome_trace(str(tmp / "trace.json"))
+    averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
+    prof_engine.import_trace([tmp / "trace.json"], tmp / "run")
+    with prof_engine.open(tmp / "run") as run:
+        yield {"run": run, "averages": averages}
+
+
+def test_a_range_inside_an_op_is_a_node_of_torchs_tree(range_in_op):
+    """The range is the op's child and its ops' parent: the op's self time is torch's (not the
+    range's time too), the range is a row of key_averages with torch's times, and
+    operator_details, a table of ops, does not list it."""
+    run, averages = range_in_op["run"], range_in_op["averages"]
+    ours = {n: (c, s, t) for n, c, s, t in run.sql(
+        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+    assert {"Scale", "scale_inner", "outer", "aten::mul", "aten::add"} <= set(ours)
+    assert sorted(ours) == sorted(averages)
+    for name, (calls, self_us, total_us) in averages.items():
+        assert ours[name] == (calls, pytest.approx(self_us, abs=0.002 * calls), pytest.approx(total_us, abs=0.002 * calls)), name
+    ((parent_kind, child_kinds),) = run.sql(
+        """SELECT any_value(p.kind), list(DISTINCT c.kind) FROM slices r JOIN slices p ON p.id = r.parent_id
+           JOIN slices c ON c.parent_id = r.id WHERE r.name = 'scale_inner'""").rows()
+    assert parent_kind == "host_op" and child_kinds == ["host_op"]
+    names = {n for (n,) in run.sql('SELECT DISTINCT "Name" FROM operator_details').rows()}
+    assert "Scale" in names and not names & {"scale_inner", "outer"}

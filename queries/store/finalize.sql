@@ -18,16 +18,19 @@
 -- Algorithm:
 --   1. Steps are the host `step` records of each rank; a host record belongs to the step whose
 --      [start, end) contains its start (ASOF join on start).
---   2. Nesting on one thread, in two layers that do not mix: host ops with API calls, and user
---      ranges (whose depth the source did not state). Emit +1 at each start and -1 at each end,
+--   2. Nesting on one thread of host ops, API calls and user ranges (whose depth the source did
+--      not state), in one tree as torch.profiler builds it: a record_function range inside an op
+--      (Inductor's `## Call CompiledFxGraph ##` in `CompiledFunction`) is the op's child and the
+--      parent of the ops inside it. Emit +1 at each start and -1 at each end,
 --      ordered by time with ends before starts at equal times (touching is not nesting) and, at
 --      equal starts, longer first; the running sum at a start is the depth + 1. The parent is the
 --      latest earlier start one level up (ASOF join on sweep position). A depth or parent the
 --      source stated wins.
---   3. self_dur of a host op = its duration minus the durations of its direct child host ops.
+--   3. self_dur of a host op or user range = its duration minus the durations of its direct
+--      child host ops and user ranges.
 --   4. A device record was launched by the host op with its External id, else by the host op a
---      flow links to device work of its correlation id, else by the host op enclosing the API call
---      with its correlation id, else by that API call; it takes the step of
+--      flow links to device work of its correlation id, else by the host op or user range enclosing
+--      the API call with its correlation id, else by that API call; it takes the step of
 --      its launcher, falling back to time containment, and its launcher's name (`launch_name`),
 --      input shapes and types (where the source gave it none).
 --   5. The derived tables `lane_totals` and `lanes`: the step breakdown's lane lengths and the
@@ -59,18 +62,17 @@ SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM st
 WHERE device = 'host' OR rank NOT IN (SELECT rank FROM host_ranks)
 GROUP BY rank, step;
 
--- The records to nest, each on its lane: one thread of one rank, one layer (a small integer,
--- so that the sweep sorts on integers only).
+-- The records to nest, each on its lane: one thread of one rank (a small integer, so that the
+-- sweep sorts on integers only).
 CREATE OR REPLACE TEMP TABLE _nest_input AS
 WITH r AS (
-    SELECT id, rank, pid, tid, (kind = 'user_range')::INTEGER AS layer, ts, dur FROM _s
+    SELECT id, rank, pid, tid, ts, dur FROM _s
     WHERE device = 'host' AND (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL))
 ), lanes AS (
-    SELECT rank, pid, tid, layer, row_number() OVER () AS lane FROM (SELECT DISTINCT rank, pid, tid, layer FROM r)
+    SELECT rank, pid, tid, row_number() OVER () AS lane FROM (SELECT DISTINCT rank, pid, tid FROM r)
 )
 SELECT r.id, l.lane, r.ts, r.dur
-FROM r JOIN lanes l ON r.rank = l.rank AND r.pid IS NOT DISTINCT FROM l.pid AND r.tid IS NOT DISTINCT FROM l.tid
- AND r.layer = l.layer;
+FROM r JOIN lanes l ON r.rank = l.rank AND r.pid IS NOT DISTINCT FROM l.pid AND r.tid IS NOT DISTINCT FROM l.tid;
 
 -- One sweep over all lanes at once: events sorted by lane, then time. Each interval adds +1 and
 -- -1 on its own lane, so the running sum is back to 0 where a lane's events end, and a global
@@ -102,6 +104,7 @@ DROP TABLE _sweep;
 -- of API calls, by which the device pass finds launchers.
 CREATE OR REPLACE TEMP TABLE _host AS
 SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op, r.kind = 'comm' AS is_comm,
+       r.kind = 'user_range' AND r.depth IS NULL AS is_nested_range,
        r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
        CASE WHEN r.ts < st.end_ns THEN st.step END AS step, n.depth, n.parent_id,
        CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
@@ -112,9 +115,10 @@ WHERE r.device = 'host' AND r.kind <> 'step';
 
 DROP TABLE _nesting;
 
--- Time of each host op's direct child host ops (for self_dur).
+-- Time of each host op's or range's direct child host ops and ranges (for self_dur).
 CREATE OR REPLACE TEMP TABLE _child_time AS
-SELECT parent_id AS id, sum(dur) AS child_dur FROM _host WHERE is_host_op AND parent_id IS NOT NULL GROUP BY ALL;
+SELECT parent_id AS id, sum(dur) AS child_dur FROM _host
+WHERE (is_host_op OR is_nested_range) AND parent_id IS NOT NULL GROUP BY ALL;
 
 -- Launchers of device records: host ops by External id, API calls by correlation id (tables of
 -- their own: one hash table per statement keeps DuckDB within its memory limit).
@@ -263,7 +267,7 @@ CREATE OR REPLACE TEMP TABLE _fill_slices AS
 SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
-       CASE WHEN h.is_host_op THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
+       CASE WHEN h.is_host_op OR h.is_nested_range THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
        NULL::BIGINT AS launch_id, NULL::_launch_name_t AS launch_name, NULL::_launch_shapes_t AS launch_shapes,
        NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait
 FROM _host h LEFT JOIN _child_time c USING (id);
