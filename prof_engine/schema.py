@@ -152,7 +152,7 @@ def reference_markdown() -> str:
         "",
     ]
     for t in tables().values():
-        where = "" if t.stored else " Not stored: derived from `manifest.json` when a run is opened."
+        where = "" if t.stored else " Not stored: built when a run is opened."
         if t.sort_by:
             where += (f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
                       f"{' and '.join(t.partition_keys)} (schema 1.4 on).")

@@ -3,8 +3,10 @@
 --   the accelerators listed here: the vendors' datasheet figures for dense math (without 2:4
 --   sparsity), tensor cores (matrix cores on AMD) where the precision has them, FP32 on the
 --   CUDA cores. A device not listed (or named too vaguely: ROCm names an MI250's dies `AMD Radeon
---   Graphics`) has no peak, and what is measured against a peak stays NULL there.
--- requires: run_devices
+--   Graphics`) has no peak, and what is measured against a peak stays NULL there, unless the
+--   user gives peaks (`PROF_ENGINE_PEAK_TFLOPS=bf16=989.4,fp8=1979`, `prof_engine.open(run,
+--   peak_tflops={...})`): those replace the datasheet's, per precision, for every device.
+-- requires: run_devices, run_peaks
 -- Rows are tried in `priority` order; the first name that matches wins (so `H100 NVL`, whose
 -- figures are not listed, does not fall through to the SXM part's).
 CREATE OR REPLACE VIEW _peak_table AS
@@ -22,14 +24,29 @@ FROM (VALUES
     (9, 'V100 SXM2', 'V100', 15.7, NULL, NULL, 125, NULL),
     (10, 'L4', '(^|\s)L4$', 30.3, 60, 121, 121, 242.5),
     (11, 'A10', '(^|\s)A10$', 31.2, 62.5, 125, 125, NULL),
-    (12, 'MI300X', 'MI300X', 163.4, 653.7, 1307.4, 1307.4, 2614.9)
+    (12, 'MI300X', 'MI300X', 163.4, 653.7, 1307.4, 1307.4, 2614.9),
+    -- Blackwell, per GPU, from the GB200 NVL72 and HGX B200 datasheets (tensor: their sparse figures halved)
+    (13, 'GB200', 'GB200', 80, 1250, 2500, 2500, 5000),
+    (14, 'B200', 'B200', 75, 1125, 2250, 2250, 4500)
 ) AS t(priority, model, pattern, fp32, tf32, bf16, fp16, fp8);
 
--- Each device whose name is listed, with its model and peaks.
+-- Each device whose name is listed, or every device where the user gave peaks (run_peaks), with
+-- its model and peaks.
 CREATE OR REPLACE VIEW _device_models AS
-SELECT d.rank, d.device, p.model, p.fp32, p.tf32, p.bf16, p.fp16, p.fp8
-FROM run_devices d JOIN _peak_table p ON regexp_matches(d.name, p.pattern, 'i')
-QUALIFY row_number() OVER (PARTITION BY d.rank, d.device ORDER BY p.priority) = 1;
+WITH listed AS (
+    SELECT d.rank, d.device, p.model, p.fp32, p.tf32, p.bf16, p.fp16, p.fp8
+    FROM run_devices d JOIN _peak_table p ON regexp_matches(d.name, p.pattern, 'i')
+    QUALIFY row_number() OVER (PARTITION BY d.rank, d.device ORDER BY p.priority) = 1
+), given AS (  -- one row, whatever was given
+    SELECT count(*) > 0 AS any, max(tflops) FILTER (WHERE precision = 'fp32') AS fp32,
+           max(tflops) FILTER (WHERE precision = 'tf32') AS tf32, max(tflops) FILTER (WHERE precision = 'bf16') AS bf16,
+           max(tflops) FILTER (WHERE precision = 'fp16') AS fp16, max(tflops) FILTER (WHERE precision = 'fp8') AS fp8
+    FROM run_peaks
+)
+SELECT d.rank, d.device, l.model, coalesce(g.fp32, l.fp32) AS fp32, coalesce(g.tf32, l.tf32) AS tf32,
+       coalesce(g.bf16, l.bf16) AS bf16, coalesce(g.fp16, l.fp16) AS fp16, coalesce(g.fp8, l.fp8) AS fp8
+FROM run_devices d LEFT JOIN listed l ON l.rank = d.rank AND l.device = d.device CROSS JOIN given g
+WHERE l.model IS NOT NULL OR g.any;
 
 -- The same, a row per precision that has a peak: (rank, device, model, precision, tflops).
 CREATE OR REPLACE VIEW _device_peaks AS

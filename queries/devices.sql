@@ -13,7 +13,7 @@
 -- column `Multiprocessors` INTEGER: streaming multiprocessors (compute units on AMD)
 -- column `Records` BIGINT: records of the device in the run
 -- column `Tasks` BIGINT: device tasks among them (kernels, copies, sets, communication)
--- column `Model` VARCHAR: the listed accelerator the name matched (NULL: not listed, no peaks)
+-- column `Model` VARCHAR: the listed accelerator the name matched (NULL: not listed; no peaks but those given, see _device_peaks)
 -- column `Peak FP32 TFLOPS` DOUBLE: dense FP32 peak (CUDA cores; matrix cores on AMD), 10^12 operations per second
 -- column `Peak TF32 TFLOPS` DOUBLE: dense TF32 tensor-core peak
 -- column `Peak BF16 TFLOPS` DOUBLE: dense BF16 tensor-core peak

@@ -3,6 +3,10 @@ utilization that op_flops and flops_summary measure against them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from conftest import fixture_path, write_trace, x
 
@@ -43,6 +47,8 @@ SQUARE = [[1024, 1024], [1024, 1024]]  # 2·1024³ = 2.147 GFLOP
     ("NVIDIA A100-SXM4-80GB", "A100", 312.0),
     ("NVIDIA L4", "L4", 121.0),
     ("NVIDIA L40S", None, None),  # not `L4`
+    ("NVIDIA B200", "B200", 2250.0),
+    ("NVIDIA GB200", "GB200", 2500.0),  # not the HGX part's
     ("AMD Radeon Graphics", None, None),
 ])
 def test_devices_are_the_ones_with_records_with_their_peaks(tmp_path, name, model, bf16):
@@ -95,6 +101,57 @@ def test_without_a_known_peak_utilization_is_null(tmp_path):
         assert run.sql('SELECT "Precision", "Peak TFLOPS" FROM op_flops ORDER BY 1').rows() == [
             ("bf16", 989.4), ("fp64", None)]
         assert run.sql('SELECT "FLOPS Utilization(%)" FROM flops_summary').rows() == [(None,)]
+
+
+def test_peaks_given_replace_the_datasheets(tmp_path, monkeypatch):
+    """Peaks the user gives (`peak_tflops`, else PROF_ENGINE_PEAK_TFLOPS) hold for every device, per
+    precision: an unlisted device gets them, a listed one keeps its datasheet's for the others."""
+    events = [step(1, 0, 1000), *gemm(1, 1, SQUARE, BF16, 100, 10), *gemm(20, 2, SQUARE, ["float", "float"], 200, 100)]
+    path = write_trace(tmp_path / "t.json", events, deviceProperties=[props(0, "NVIDIA RTX PRO 6000")])
+    run = prof_engine.import_trace([path], tmp_path / "run")
+    rate = 2 * 1024**3 / 10e-6 / 1e12
+    query = 'SELECT "Precision", "Peak TFLOPS", "FLOPS Utilization(%)" FROM op_flops ORDER BY 1'
+    with prof_engine.open(run, peak_tflops={"BF16": 500}) as r:
+        assert r.sql(query).rows() == [("bf16", 500.0, round(100 * rate / 500, 2)), ("fp32", None, None)]
+        assert r.sql('SELECT "Model", "Peak BF16 TFLOPS", "Peak FP32 TFLOPS" FROM devices').rows() == [(None, 500.0, None)]
+    monkeypatch.setenv("PROF_ENGINE_PEAK_TFLOPS", "bf16=500, fp32=50")
+    with prof_engine.open(run) as r:
+        assert r.sql(query).rows() == [("bf16", 500.0, round(100 * rate / 500, 2)),
+                                       ("fp32", 50.0, round(100 * rate / 10 / 50, 2))]
+        assert r.sql('SELECT "FLOPS Utilization(%)" FROM flops_summary').rows() != [(None,)]
+    monkeypatch.setenv("PROF_ENGINE_PEAK_TFLOPS", "bf16=100")
+    h100 = write_trace(tmp_path / "h.json", events, deviceProperties=[props(0, "NVIDIA H100 80GB HBM3")])
+    with prof_engine.open(prof_engine.import_trace([h100], tmp_path / "h100"), peak_tflops={"fp32": 60}) as r:
+        assert r.sql('SELECT "Model", "Peak BF16 TFLOPS", "Peak FP32 TFLOPS" FROM devices').rows() == [
+            ("H100 SXM", 989.4, 60.0)]  # the argument wins over the environment
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("bf17=1", "'bf17' is not a precision (fp32, tf32, bf16, fp16, fp8)"),
+    ("bf16", "'bf16' is not precision=TFLOPS (e.g. bf16=989.4)"),
+    ("bf16=fast", "bf16='fast' is not a number of TFLOPS"),
+    ("bf16=0", "bf16=0 is not a positive number of TFLOPS"),
+    ("bf16=nan", "bf16=nan is not a positive number of TFLOPS"),
+])
+def test_peaks_given_wrongly_are_one_error(tmp_path, monkeypatch, given, message):
+    events = [step(1, 0, 1000), *gemm(1, 1, SQUARE, BF16, 100, 10)]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    monkeypatch.setenv("PROF_ENGINE_PEAK_TFLOPS", given)
+    with pytest.raises(prof_engine.QueryError) as e:
+        prof_engine.open(run)
+    assert str(e.value) == f"PROF_ENGINE_PEAK_TFLOPS: {message}"
+
+
+def test_the_cli_reads_the_peaks_from_the_environment(tmp_path):
+    events = [step(1, 0, 1000), *gemm(1, 1, SQUARE, BF16, 100, 10)]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    query = [sys.executable, "-m", "prof_engine", "query", str(run), 'SELECT "Peak TFLOPS" FROM op_flops', "--format", "csv"]
+    env = {**os.environ, "PROF_ENGINE_PEAK_TFLOPS": "bf16=400"}
+    good = subprocess.run(query, capture_output=True, text=True, env=env, timeout=300)
+    assert good.returncode == 0 and good.stdout.splitlines() == ['"Peak TFLOPS"', "400"], good.stderr
+    bad = subprocess.run(query, capture_output=True, text=True, env={**env, "PROF_ENGINE_PEAK_TFLOPS": "bf16"}, timeout=300)
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == ["Error: PROF_ENGINE_PEAK_TFLOPS: 'bf16' is not precision=TFLOPS (e.g. bf16=989.4)"]
 
 
 def test_flops_summary_is_each_steps_flops_over_its_span(tmp_path):

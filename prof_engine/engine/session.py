@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tempfile
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -86,6 +87,40 @@ class Result:
 # targets were not slower (benchmarks/README, "Query sessions' memory").
 QUERY_MEMORY_LIMIT = "2GB"
 MEMORY_LIMIT_ENV = "PROF_ENGINE_MEMORY_LIMIT"
+# Peak TFLOPS the user gives per precision, for devices the datasheet table (queries/_device_peaks.sql)
+# does not list or lists otherwise: `bf16=989.4,fp8=1979`.
+PEAK_TFLOPS_ENV = "PROF_ENGINE_PEAK_TFLOPS"
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+def given_peaks(peak_tflops: Mapping[str, float | str] | None = None) -> dict[str, float]:
+    """The peaks the user gives, TFLOPS per precision: `peak_tflops`, else what
+    `PROF_ENGINE_PEAK_TFLOPS` says (`bf16=989.4,fp8=1979`), else none. They replace the datasheet's
+    for every device of a run (`_device_peaks`)."""
+    where = "peak_tflops"
+    if peak_tflops is None:
+        text = os.environ.get(PEAK_TFLOPS_ENV, "").strip()
+        if not text:
+            return {}
+        where, peak_tflops = PEAK_TFLOPS_ENV, {}
+        for part in text.split(","):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise QueryError(f"{PEAK_TFLOPS_ENV}: {part.strip()!r} is not precision=TFLOPS (e.g. bf16=989.4)")
+            peak_tflops[key.strip()] = value.strip()
+    peaks = {}
+    for key, value in peak_tflops.items():
+        precision = str(key).lower()
+        if precision not in PRECISIONS:
+            raise QueryError(f"{where}: {key!r} is not a precision ({', '.join(PRECISIONS)})")
+        try:
+            tflops = float(value)
+        except (TypeError, ValueError):
+            raise QueryError(f"{where}: {key}={value!r} is not a number of TFLOPS") from None
+        if not math.isfinite(tflops) or tflops <= 0:
+            raise QueryError(f"{where}: {key}={value} is not a positive number of TFLOPS")
+        peaks[precision] = tflops
+    return peaks
 
 
 def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -141,10 +176,13 @@ class Run:
 
     `steps` restricts every table (and so every view) to those steps; partitions of other steps
     are never read. `memory_limit` caps DuckDB's memory (a size such as "4GB"; default: see
-    `connect`); what does not fit spills to a temporary directory.
+    `connect`); what does not fit spills to a temporary directory. `peak_tflops` gives the
+    devices' peaks per precision (`{"bf16": 989.4}`; default: `PROF_ENGINE_PEAK_TFLOPS`), in
+    place of the datasheet figures op_flops and flops_summary measure against.
     """
 
-    def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None) -> None:
+    def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
+                 peak_tflops: Mapping[str, float] | None = None) -> None:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
@@ -152,7 +190,7 @@ class Run:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
         try:
-            attach(self.con, self.path, self.manifest, self.steps)
+            attach(self.con, self.path, self.manifest, self.steps, peak_tflops)
         except BaseException:
             self.con.close()
             raise
@@ -408,20 +446,25 @@ def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
         con.execute(f'COMMENT ON VIEW "{view.name}" IS {_quote(view.answers)}')
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None) -> None:
-    """Create a run's tables and the views of `queries/` in the current schema of `con`.
+def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None,
+           peak_tflops: Mapping[str, float] | None = None) -> None:
+    """Create a run's tables and the views of `queries/` in the current schema of `con`
+    (`peak_tflops`: see `Run`).
 
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
     """
     try:
-        _attach(con, path, manifest, steps)
+        _attach(con, path, manifest, steps, given_peaks(peak_tflops))
     except duckdb.Error as e:  # reading the run's footers, within the session's memory limit
         raise query_error(e) from None
 
 
-def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None) -> None:
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
+            peaks: dict[str, float]) -> None:
     final, in_order = _register_tables(con, path, manifest, steps)
+    _create_table(con, "_run_peaks", schema.tables()["run_peaks"], list(peaks.items()))
+    con.execute("CREATE VIEW run_peaks AS SELECT * FROM _run_peaks")
     # Constants from the manifest, which DuckDB folds into the views' plans:
     held = derived(manifest)
     for macro, value in {
@@ -447,6 +490,7 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
         con.execute(f"COMMENT ON VIEW {name} IS {_quote(schema.stored_tables()[name].description)}")
 
 
-def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None) -> Run:
-    """Open the run directory at `path` for querying (`memory_limit`: see `Run`)."""
-    return Run(path, steps, memory_limit)
+def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
+             peak_tflops: Mapping[str, float] | None = None) -> Run:
+    """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`: see `Run`)."""
+    return Run(path, steps, memory_limit, peak_tflops)
