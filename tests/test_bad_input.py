@@ -182,10 +182,12 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
 @pytest.mark.parametrize(("file", "column", "bad"), [("npu_module_mem.csv", "Total Reserved(MB)", "x"),
                                                     ("memory_record.csv", "Timestamp(us)", "inf"),
                                                     ("operator_memory.csv", "Size(KB)", "nan"),
-                                                    ("operator_memory.csv", "Size(KB)", "1e20")])
+                                                    ("operator_memory.csv", "Size(KB)", "1e20"),
+                                                    ("kernel_details.csv", "Start Time(us)", "12x34"),
+                                                    ("kernel_details.csv", "Duration(us)", "-")])
 def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
-    """A torch_npu memory file whose number cell is text (or not finite): one line naming the file,
-    the column and the value, not a traceback or a NaN in the run."""
+    """A torch_npu memory or kernel file whose number cell is text (or not finite): one line naming
+    the file, the column and the value, not a traceback or a NaN in the run."""
     import csv
     import shutil
 

@@ -24,7 +24,7 @@ from prof_engine.errors import InputError
 from prof_engine.importers import classify
 from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
-from prof_engine.importers.units import us_text_to_ns
+from prof_engine.importers.units import BadTime, us_text_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -43,6 +43,8 @@ KERNEL_COLUMNS = {
 }
 # kernel_details.csv columns prof-engine derives itself (not kept in a task's args).
 KERNEL_DERIVED = ("Wait Time(us)",)
+# kernel_details.csv / op_summary columns of µs that the importers read in ns (`read_csv(times=...)`).
+KERNEL_TIMES = ("Start", "Duration")
 # Sentinels that mean "no value" in Ascend CSVs (§0.8).
 NULLS = {"", "N/A", "NA", "4294967295", "18446744073709551615"}
 COPY_TASK_TYPES = re.compile(r"DMA|MEMCPY|SDMA", re.IGNORECASE)
@@ -95,11 +97,12 @@ def rank_of(rank_dir: Path) -> int | None:
 
 def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
              required: tuple[str, ...] = ("Name", "Start", "Duration"), limit: int | None = None,
-             rest: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+             rest: tuple[str, ...] | None = None, times: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
     versions), trailing tabs stripped and sentinels mapped to None. With `rest` (headers to leave
     out of it), the other columns that hold a value are kept too, by header, in `row["_rest"]`,
-    numbers as numbers."""
+    numbers as numbers. Each key of `times` (columns of µs) has its cell in ns too, as
+    `row[key + "_ns"]` (None where empty); a cell that is not a time names the file and column."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
@@ -120,6 +123,9 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
             if rest is not None:
                 row["_rest"] = {h: _number(v) for i, h in enumerate(header)
                                 if i not in used and h not in rest and (v := _cell(line, i)) is not None}
+            for key in times:
+                if key in index:
+                    row[f"{key}_ns"] = cell_time(path, header[index[key]], row[key])
             rows.append(row)
     missing = [k for k in required if k not in index]
     if missing:
@@ -177,14 +183,22 @@ def _rate(v: str | None) -> float | None:
         return None
 
 
-def _kernel_index(rows: list[dict[str, str | None]]) -> dict[tuple, dict]:
-    """kernel_details rows by (stream, task id, start ns) and, for communication, by (name, start ns)."""
+def cell_time(path: Path, column: str, text: str | None) -> int | None:
+    """A CSV cell of µs in ns (None where empty); one that is not a time names its file and column."""
+    try:
+        return us_text_to_ns(text or "")
+    except BadTime as e:
+        raise InputError(f"{path}: {column}: {e} (corrupt or not a profiler's output?)") from None
+
+
+def _kernel_index(rows: list[dict[str, Any]]) -> dict[tuple, dict]:
+    """kernel_details rows (read with `KERNEL_TIMES`) by (stream, task id, start ns) and, for
+    communication, by (name, start ns)."""
     out: dict[tuple, dict] = {}
     for r in rows:
-        start = us_text_to_ns(r["Start"] or "")
+        start = r["Start_ns"]
         if start is None:
             continue
-        r["start_ns"] = start
         if r.get("Stream") is not None and r.get("Task") is not None:
             out[(_int(r["Stream"]), _int(r["Task"]), start)] = r
         else:
@@ -312,7 +326,7 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     trace = out / "trace_view.json"
     kernel_csv = out / "kernel_details.csv"
     # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
-    rows = read_csv(kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED) if kernel_csv.is_file() else []
+    rows = read_csv(kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED, times=KERNEL_TIMES) if kernel_csv.is_file() else []
     if rows and (out / "l2_cache.csv").is_file():
         with_l2_cache(rows, out / "l2_cache.csv")
     info = _rank_info(rank_dir)
@@ -352,9 +366,10 @@ def device_index(output_dir: Path) -> int:
 
 
 def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
-    """Device tasks straight from kernel_details.csv (no trace): step from its Step Id column."""
+    """Device tasks straight from kernel_details.csv (no trace; rows read with `KERNEL_TIMES`):
+    step from its Step Id column."""
     for r in rows:
-        start, dur = us_text_to_ns(r["Start"] or ""), us_text_to_ns(r["Duration"] or "")
+        start, dur = r["Start_ns"], r["Duration_ns"]
         if start is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")

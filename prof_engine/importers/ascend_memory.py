@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from prof_engine.errors import InputError
-from prof_engine.importers.units import BadTime, us_text_to_ns
+from prof_engine.importers.ascend import cell_time
 
 MIB = 1024 * 1024
 RECORD = {"Component": ("Component",), "Timestamp": ("Timestamp(us)",), "Device": ("Device Type", "Device"),
@@ -49,14 +49,6 @@ def _bytes(path: Path, column: str, text: str | None, unit: int) -> float | None
     return value
 
 
-def _time(path: Path, column: str, text: str | None) -> int | None:
-    """A cell of µs in ns (None where empty); one that is not a time names its file and column."""
-    try:
-        return us_text_to_ns(text or "")
-    except BadTime as e:
-        raise InputError(f"{path}: {column}: {e} (corrupt or not a profiler's output?)") from None
-
-
 def _rows(path: Path, columns: dict[str, tuple[str, ...]], needed: tuple[str, ...]) -> list[dict[str, str | None]]:
     """The rows of a memory file, with a key per column of `columns` its header has; none where
     the header lacks one of `needed` (another version's columns: the file adds nothing, and the
@@ -72,7 +64,7 @@ def convert_memory(output_dir: Path, conv) -> None:
     for fname, prefix in (("memory_record.csv", "memory"), ("npu_module_mem.csv", "module_memory")):
         path = output_dir / fname
         for r in _rows(path, RECORD, ("Component", "Timestamp")):
-            ts = _time(path, "Timestamp(us)", r["Timestamp"])
+            ts = cell_time(path, "Timestamp(us)", r["Timestamp"])
             if ts is None or r["Component"] is None:
                 continue
             for series in ("allocated_bytes", "reserved_bytes", "active_bytes"):
@@ -89,7 +81,7 @@ def convert_memory(output_dir: Path, conv) -> None:
             continue
         for when, sign, total, reserved in (("Alloc", 1, "AllocTotal", "AllocReserved"),
                                              ("Release", -1, "ReleaseTotal", "ReleaseReserved")):
-            ts = _time(path, OPERATOR[when][0], r.get(when))
+            ts = cell_time(path, OPERATOR[when][0], r.get(when))
             if ts is None or (size < 0 and sign > 0):
                 continue
             conv.add_row("memory_events", {

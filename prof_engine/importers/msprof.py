@@ -236,7 +236,7 @@ def _device_info(device_id: int, info: dict[str, Any]) -> dict[str, Any]:
 def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
     """Stream a lone Ascend Chrome trace (trace_view.json, msprof_*.json) through AscendConverter."""
     kernel_csv = path.parent / "kernel_details.csv"
-    rows = ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS) if kernel_csv.is_file() else []
+    rows = ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS, times=ascend.KERNEL_TIMES) if kernel_csv.is_file() else []
     conv = ascend.AscendConverter(index, sink, ascend._metadata(path), ascend._kernel_index(rows))
     reader = ChromeTraceReader(path)
     last, checked = 0, False

@@ -143,7 +143,7 @@ def _kernel_rows(files: list[Path], default: int) -> dict[int, list[dict[str, An
     Device_id column (single-device exports) on the `default` device."""
     by_device: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        for row in ascend.read_csv(path, SUMMARY_COLUMNS):
+        for row in ascend.read_csv(path, SUMMARY_COLUMNS, times=ascend.KERNEL_TIMES):
             dev = row.pop("Device", None)
             if dev is not None and dev.lower() == HOST:
                 continue
