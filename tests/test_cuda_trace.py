@@ -13,6 +13,20 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 AVERAGES: dict = {}  # torch's own key_averages() of the recorded trace, by key
 
 
+def key_averages_as_torchs(run, averages: dict) -> dict:
+    """key_averages' rows by name, each checked equal to torch's (`averages`, by key): calls, self
+    and total CPU time, self and total device time."""
+    ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
+                                         '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
+    for name, (calls, self_host, host, self_device, device) in ours.items():
+        t = averages[name]
+        tol = 0.002 * calls
+        assert calls == t.count, name
+        assert (self_host, host) == pytest.approx((t.self_cpu_time_total, t.cpu_time_total), abs=tol), name
+        assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
+    return ours
+
+
 def cpu_rows(prof) -> dict:
     """torch's key_averages() rows of host events by key (a kernel, or a range's device-side twin,
     can share an op's or range's name: those rows are the device's)."""
@@ -64,15 +78,8 @@ def test_step_trace_has_device_rows(run):
 def test_key_averages_is_torchs_on_the_gpu(run):
     """Every op and runtime API row of key_averages equals torch's own key_averages(): calls, self
     and total CPU time, self and total device time (ProfilerStep* and kernels are not its rows)."""
-    ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
-                                         '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
+    ours = key_averages_as_torchs(run, AVERAGES)
     assert "aten::mm" in ours and "cudaLaunchKernel" in ours and "aten::conv2d" in ours
-    for name, (calls, self_host, host, self_device, device) in ours.items():
-        t = AVERAGES[name]
-        tol = 0.002 * calls
-        assert calls == t.count, name
-        assert (self_host, host) == pytest.approx((t.self_cpu_time_total, t.cpu_time_total), abs=tol), name
-        assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
 
 
 def test_op_flops_counts_and_times_as_torch_does(run):
@@ -127,14 +134,7 @@ def test_key_averages_is_torchs_for_a_compiled_model(compiled):
     """Every row equals torch's own: the graph-call ranges are rows with their own self time, which
     `CompiledFunction`'s self time does not hold, and device time reaches it through them."""
     run, averages = compiled
-    ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
-                                         '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
+    ours = key_averages_as_torchs(run, averages)
     assert "CompiledFunction" in ours and any(n.startswith("## Call CompiledFxGraph") for n in ours), sorted(ours)
     assert any(n.startswith("triton_") for n in ours) and set(averages) - set(ours) <= {"ProfilerStep*"}
-    for name, (calls, self_host, host, self_device, device) in ours.items():
-        t = averages[name]
-        tol = 0.002 * calls
-        assert calls == t.count, name
-        assert (self_host, host) == pytest.approx((t.self_cpu_time_total, t.cpu_time_total), abs=tol), name
-        assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
     assert ours["CompiledFunction"][4] > 0
