@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from prof_engine.errors import InputError
-from prof_engine.importers.ascend import cell_time
+from prof_engine.importers.ascend import cell_time, read_csv
 
 MIB = 1024 * 1024
 RECORD = {"Component": ("Component",), "Timestamp": ("Timestamp(us)",), "Device": ("Device Type", "Device"),
@@ -53,8 +53,6 @@ def _rows(path: Path, columns: dict[str, tuple[str, ...]], needed: tuple[str, ..
     """The rows of a memory file, with a key per column of `columns` its header has; none where
     the header lacks one of `needed` (another version's columns: the file adds nothing, and the
     trace still imports)."""
-    from prof_engine.importers.ascend import read_csv
-
     rows = read_csv(path, columns, required=()) if path.is_file() else []
     return rows if rows and all(k in rows[0] for k in needed) else []
 
