@@ -31,6 +31,15 @@ WITH steps AS (  -- each device's steps, summed
            coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'host wait'), 0) AS host,
            coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'kernel wait'), 0) AS kernel
     FROM _task_launches GROUP BY rank, device, stream
+), remedies AS (  -- the usual cures for launch overhead, less what the rank already uses
+    SELECT rank, CASE
+        WHEN graphs AND compiled THEN 'more work per kernel and per graph: a larger batch, more of the step in the captured graphs (the run already replays CUDA graphs of compiled kernels)'
+        WHEN graphs THEN 'fewer, larger kernels (torch.compile) or a larger batch; the run already replays CUDA graphs: capture more of the step'
+        WHEN compiled THEN 'fewer launches (CUDA graphs: torch.compile''s mode="reduce-overhead") or a larger batch; the run already runs compiled (Triton) kernels'
+        ELSE 'fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' END AS remedy
+    FROM (SELECT rank, bool_or(kind = 'api' AND name IN ('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch')) AS graphs,
+                 bool_or(kind = 'kernel' AND name LIKE 'triton\_%' ESCAPE '\') AS compiled
+          FROM slices WHERE kind IN ('api', 'kernel') GROUP BY rank)
 ), launches AS (
     SELECT rank, device, sum(launched) AS n, sum(short) AS short FROM streams GROUP BY rank, device
 ), pageable AS (
@@ -57,12 +66,13 @@ WITH steps AS (  -- each device's steps, summed
            format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, s.n, free, span)
            || coalesce(format('; of the gaps on its busiest stream ({}): {:.0f} % host wait, {:.0f} % kernel wait, {:.0f} % other',
                               g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), '') AS finding,
-           CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch'
-                WHEN g.kernel >= 0.5 THEN 'the device idles between short back-to-back kernels (launch overhead): fuse small ops (torch.compile), capture CUDA graphs, batch more work per kernel'
+           CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); ' || r.remedy
+                WHEN g.kernel >= 0.5 THEN 'the device idles between short back-to-back kernels (launch overhead): ' || r.remedy
                 WHEN 1 - g.host - g.kernel >= 0.5 THEN 'the streams wait on work other than the host''s launches: events, other streams (communication), synchronisation; see which tasks follow the long gaps (idle_time, overlap) and overlap or shorten what they wait for'
-                ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' END AS suggestion,
+                ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END AS suggestion,
            'step_trace, idle_time, kernel_launch, api_statistic' AS views
-    FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device WHERE free / span > 0.10
+    FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
+    WHERE free / span > 0.10
     UNION ALL
     SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
            format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),
@@ -82,11 +92,11 @@ WITH steps AS (  -- each device's steps, summed
            'range_statistic, operator_details'
     FROM loader WHERE t / total > 0.10
     UNION ALL
-    SELECT rank, device, 'launch_bound', NULL, short >= 0.75 * n,
+    SELECT l.rank, l.device, 'launch_bound', NULL, short >= 0.75 * n,
            format('{} of {} device tasks ({:.0f} %) ran shorter than the runtime call that launched them', short, n, 100.0 * short / n),
-           'launch-bound: the device finishes each task before the host can launch the next; fuse small ops (torch.compile), capture CUDA graphs, batch more work per kernel',
+           'launch-bound: the device finishes each task before the host can launch the next; ' || r.remedy,
            'kernel_launch, kernel_statistic'
-    FROM launches WHERE n >= 100 AND short >= 0.5 * n
+    FROM launches l LEFT JOIN remedies r ON r.rank = l.rank WHERE n >= 100 AND short >= 0.5 * n
     UNION ALL
     SELECT p.rank, p.device, 'pageable_copies', p.t / nullif(s.span, 0), coalesce(p.t / nullif(s.span, 0) > 0.30, false),
            format('{} copies to or from pageable host memory took {:,.0f} µs', p.n, p.t),

@@ -85,6 +85,26 @@ def test_device_idle_names_the_cause_of_its_gaps(tmp_path, late_host):
     assert suggestion.startswith("the host launches too late" if late_host else "the streams wait on work other than")
 
 
+@pytest.mark.parametrize(("launch", "kernel", "remedy"), [
+    ("cudaLaunchKernel", "gemm", "fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch"),
+    ("cudaLaunchKernel", "triton_poi_fused_add_0", 'fewer launches (CUDA graphs: torch.compile\'s mode="reduce-overhead") '
+                                                   "or a larger batch; the run already runs compiled (Triton) kernels"),
+    ("cudaGraphLaunch", "gemm", "fewer, larger kernels (torch.compile) or a larger batch; the run already replays CUDA "
+                                "graphs: capture more of the step"),
+])
+def test_the_remedy_for_launch_overhead_is_one_the_run_does_not_use(tmp_path, launch, kernel, remedy):
+    """A late host is told to launch less; not to use torch.compile or CUDA graphs where its kernels
+    are Inductor's or its launches replay graphs already."""
+    events = [x("ProfilerStep#1", 0, 2000, cat="user_annotation")]
+    for i in range(10):
+        start = 100 + 90 * i
+        events += [x(launch, start - 40, 3, cat="cuda_runtime", correlation=i + 1), _kernel(kernel, start, 20, i + 1)]
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run) as r:
+        ((suggestion,),) = r.sql("""SELECT "Suggestion" FROM advice WHERE "Rule" = 'device_idle'""").rows()
+    assert suggestion.startswith("the host launches too late") and suggestion.endswith(remedy)
+
+
 def test_slow_rank_is_advice(tmp_path):
     src = tmp_path / "job"
     src.mkdir()
