@@ -16,6 +16,9 @@ CREATE OR REPLACE MACRO stream_wait(rank, device, stream, ts, dur, id) AS
 
 -- A device task: what runs on a device's streams (kernels, collectives, copies, sets), as op_summary
 -- lists and the manifest's per-device `tasks` counts them (not device-side ranges or markers).
+-- A runtime call that replays a CUDA (HIP) graph: one call launches every task of the graph.
+CREATE OR REPLACE MACRO is_graph_launch(name) AS name IN ('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch');
+
 CREATE OR REPLACE MACRO is_device_task(device, kind) AS
     device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset');
 

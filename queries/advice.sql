@@ -6,7 +6,7 @@
 --   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices
+-- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
 -- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
@@ -17,7 +17,7 @@
 -- column `Share(%)` DOUBLE: the time the finding is about, as a share of the steps' time (NULL where not a time)
 -- Thresholds: a share of the steps' device time (the spans of step_trace) of 10 % is a finding,
 -- 30 % a high one (host syncs: 5 %, pageable copies: 1 %); launch-bound: half of at least 100
--- tasks shorter than their launch call.
+-- tasks shorter than their launch call (a CUDA graph's tasks do not count: one call launched them all).
 WITH steps AS (  -- each device's steps, summed
     SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
            sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
@@ -25,19 +25,23 @@ WITH steps AS (  -- each device's steps, summed
     FROM step_trace WHERE "Step" IS NOT NULL AND "Device" <> 'host' GROUP BY ALL HAVING sum("End Time(us)" - "Start Time(us)") > 0
 ), streams AS (  -- per stream, in one pass over the tasks: their launches (kernel_launch) and the
                  -- causes of the gaps between them within the steps (idle_time)
-    SELECT rank, device, stream, count(launch_ts) AS launched, count(*) FILTER (WHERE dur < launch_dur) AS short,
+    -- (a CUDA graph's tasks share one launch call: none of them was launched on its own)
+    SELECT rank, device, stream, count(launch_ts) FILTER (WHERE NOT graph) AS launched,
+           count(*) FILTER (WHERE dur < launch_dur AND NOT graph) AS short,
            count(*) FILTER (WHERE step IS NOT NULL AND gap_cause IS NOT NULL) AS gaps,
            sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause IS NOT NULL) AS idle,
            coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'host wait'), 0) AS host,
            coalesce(sum(wait) FILTER (WHERE step IS NOT NULL AND gap_cause = 'kernel wait'), 0) AS kernel
-    FROM _task_launches GROUP BY rank, device, stream
+    FROM (SELECT *, coalesce(is_graph_launch(launch_api), false) AS graph
+          FROM _task_launches)
+    GROUP BY rank, device, stream
 ), remedies AS (  -- the usual cures for launch overhead, less what the rank already uses
     SELECT rank, CASE
         WHEN graphs AND compiled THEN 'more work per kernel and per graph: a larger batch, more of the step in the captured graphs (the run already replays CUDA graphs of compiled kernels)'
         WHEN graphs THEN 'fewer, larger kernels (torch.compile) or a larger batch; the run already replays CUDA graphs: capture more of the step'
         WHEN compiled THEN 'fewer launches (CUDA graphs: torch.compile''s mode="reduce-overhead") or a larger batch; the run already runs compiled (Triton) kernels'
         ELSE 'fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' END AS remedy
-    FROM (SELECT rank, bool_or(kind = 'api' AND name IN ('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch')) AS graphs,
+    FROM (SELECT rank, bool_or(kind = 'api' AND is_graph_launch(name)) AS graphs,
                  bool_or(kind = 'kernel' AND name LIKE 'triton\_%' ESCAPE '\') AS compiled
           FROM slices WHERE kind IN ('api', 'kernel') GROUP BY rank)
 ), launches AS (

@@ -105,6 +105,22 @@ def test_the_remedy_for_launch_overhead_is_one_the_run_does_not_use(tmp_path, la
     assert suggestion.startswith("the host launches too late") and suggestion.endswith(remedy)
 
 
+@pytest.mark.parametrize("launch", ["cudaLaunchKernel", "cudaGraphLaunch"])
+def test_a_graphs_tasks_are_not_launch_bound(tmp_path, launch):
+    """120 kernels of 2 µs, each behind a 5 µs launch call, are launch-bound; the same kernels
+    replayed as 12 CUDA graphs of 10 (one 5 µs call each) were not launched one by one."""
+    events = [x("ProfilerStep#1", 0, 5000, cat="user_annotation")]
+    for i in range(120):
+        corr = i + 1 if launch == "cudaLaunchKernel" else i // 10 + 1
+        if launch == "cudaLaunchKernel" or i % 10 == 0:
+            events.append(x(launch, 10 + 30 * i, 5, cat="cuda_runtime", correlation=corr))
+        events.append(_kernel("k", 20 + 30 * i, 2, corr))
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    with prof_engine.open(run) as r:
+        rules = {rule for (rule,) in r.sql('SELECT "Rule" FROM advice').rows()}
+    assert ("launch_bound" in rules) == (launch == "cudaLaunchKernel")
+
+
 def test_slow_rank_is_advice(tmp_path):
     src = tmp_path / "job"
     src.mkdir()
