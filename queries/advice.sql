@@ -6,7 +6,7 @@
 --   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify
+-- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify, run_ranks
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
 -- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
@@ -41,9 +41,10 @@ WITH steps AS (  -- each device's steps, summed
         WHEN graphs THEN 'fewer, larger kernels (torch.compile) or a larger batch; the run already replays CUDA graphs: capture more of the step'
         WHEN compiled THEN 'fewer launches (CUDA graphs: torch.compile''s mode="reduce-overhead") or a larger batch; the run already runs compiled (Triton) kernels'
         ELSE 'fewer, larger kernels (torch.compile, CUDA graphs) or a larger batch' END AS remedy
-    FROM (SELECT rank, bool_or(kind = 'api' AND is_graph_launch(name)) AS graphs,
-                 bool_or(kind = 'kernel' AND name LIKE 'triton\_%' ESCAPE '\') AS compiled
-          FROM slices WHERE kind IN ('api', 'kernel') GROUP BY rank)
+    FROM run_ranks LEFT JOIN (  -- every rank, also one without calls or kernels (copies only)
+        SELECT rank, bool_or(kind = 'api' AND is_graph_launch(name)) AS graphs,
+               bool_or(kind = 'kernel' AND name LIKE 'triton\_%' ESCAPE '\') AS compiled
+        FROM slices WHERE kind IN ('api', 'kernel') GROUP BY rank) USING (rank)
 ), launches AS (
     SELECT rank, device, sum(launched) AS n, sum(short) AS short FROM streams GROUP BY rank, device
 ), pageable AS (
