@@ -7,7 +7,6 @@ import re
 from collections import defaultdict
 from decimal import Decimal
 
-import pytest
 from conftest import fixture_path, load_events, write_trace, x
 
 import prof_engine
