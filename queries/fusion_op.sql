@@ -23,20 +23,21 @@
 -- column `Max(us)` DOUBLE: longest, µs
 -- column `Time(%)` DOUBLE: share of the device's kernel time (fused or not)
 WITH records AS (  -- every kernel, named by its fused op ('' if none: in the shares, not a row)
-    SELECT rank, device, dur, CASE WHEN op_type LIKE 'FusionOp\_%' ESCAPE '\' THEN op_type
+    SELECT rank, device, dur, CASE WHEN starts_with(op_type, 'FusionOp_') THEN op_type
                                    WHEN regexp_matches(name, '^triton_(poi|red|per|tem)_fused_.+_\d+$') THEN name
                                    ELSE '' END AS name
     FROM slices WHERE device <> 'host' AND kind = 'kernel'
 ), stats AS (
-    SELECT rank, device, name AS fused, share, total, n, mean, hi FROM duration_stats(records)
+    SELECT rank, device, name AS fused, starts_with(name, 'FusionOp_') AS graph, share, total, n, mean, hi
+    FROM duration_stats(records)
 )
 SELECT rank AS "Rank", device AS "Device", fused AS "Fusion Op",
-       CASE WHEN fused LIKE 'FusionOp\_%' ESCAPE '\' THEN replace(fused[10:], '_', ', ')
+       CASE WHEN graph THEN replace(fused[10:], '_', ', ')
             ELSE regexp_extract(fused, '^triton_[a-z]+_fused_(.+)_\d+$', 1) END AS "Original Ops",
-       CASE WHEN fused LIKE 'FusionOp\_%' ESCAPE '\' THEN 'graph fusion'
-            ELSE CASE regexp_extract(fused, '^triton_([a-z]+)_', 1)
-                     WHEN 'poi' THEN 'pointwise' WHEN 'red' THEN 'reduction'
-                     WHEN 'per' THEN 'persistent reduction' ELSE 'template' END END AS "Fusion Type",
+       CASE WHEN graph THEN 'graph fusion'
+            ELSE CASE regexp_extract(fused, '^triton_([a-z]+)_', 1) WHEN 'poi' THEN 'pointwise' WHEN 'red' THEN 'reduction'
+                                                                  WHEN 'per' THEN 'persistent reduction' ELSE 'template' END
+       END AS "Fusion Type",
        n AS "Count", us(total) AS "Total Time(us)", us(mean) AS "Avg(us)", us(hi) AS "Max(us)",
        round(share, 3) AS "Time(%)"
 FROM stats WHERE fused <> ''
