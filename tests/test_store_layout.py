@@ -5,6 +5,7 @@ lost their step directories), holding the canonical columns with their schema ty
 from __future__ import annotations
 
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -64,6 +65,33 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
     back = duckdb.sql(f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
                       "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id").fetchall()
     assert back == sorted(rows, key=lambda r: r[2])
+
+
+def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path, monkeypatch):
+    """A file's records stay in memory until it is written: what waits and what is being written
+    together stay within the budget, however slow the writes (each file's write sleeps here)."""
+    from prof_engine.store import partitions
+
+    write_file = partitions._write_file
+
+    def slow(*args):
+        time.sleep(0.02)
+        write_file(*args)
+
+    monkeypatch.setattr(partitions, "_write_file", slow)
+    n = 40_000
+    table = pa.table({"device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)], "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
+                      "name": [f"op{i}" * 8 for i in range(n)]})
+    budget, held = 256 << 10, []
+    with ThreadPoolExecutor(2) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=budget, keys=("device",))
+        for batch in table.to_batches(max_chunksize=2000):
+            writer.write(batch)
+            held.append(writer._waiting_bytes + writer._writing_bytes())
+        assert writer.close() == n
+    assert max(held) <= budget < sum(b.nbytes for b in table.to_batches())
+    back = duckdb.sql(f"SELECT count(*) FROM read_parquet('{tmp_path}/t/**/*.parquet')").fetchall()
+    assert back == [(n,)]
 
 
 def test_large_partition_is_written_in_row_groups(tmp_path):

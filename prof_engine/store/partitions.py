@@ -12,7 +12,9 @@ order (mostly time order), which a step filter skips by their statistics. The
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
 * writes a partition's records as one file once no batch has added to it for a while, or, when
   more than `budget_bytes` wait, writes the least recently added partitions first;
-* writes the files on a thread pool, beside the thread that streams the batches in.
+* writes the files on a thread pool, beside the thread that streams the batches in, and waits
+  for them while what waits and what is being written together pass `budget_bytes`: a file's
+  records stay in memory until it is written, so that sum is what the writer holds.
 
 A partition whose records come back after its file was written gets a second file: every file
 holds whole records and `part-*.parquet` is the layout's glob, so readers see the same rows.
@@ -44,6 +46,10 @@ from prof_engine.schema import PARTITION_KEYS
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 ROW_GROUP_ROWS = 122_880  # DuckDB's default row group: large partitions get several
 IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written
+# Records a writer holds, waiting and being written: also the most a file holds. At 16 MB, with
+# waiting and writing capped apart (32 MB in all), a 329 MB trace's import peaked at 306-309 MiB
+# of RSS; at 8 MB for both together, 294-297 (the issue's bound there is 300 MB = 286 MiB).
+BUDGET_BYTES = 8 << 20
 # Parquet settings: zstd; dictionary encoding for the columns whose values repeat (kinds, names,
 # categories, ranks, steps, threads): a view's `kind = 'api'` filter and its group-by on names
 # then read a few hundred bytes per row group instead of every string (api_statistic on 10 M
@@ -89,7 +95,7 @@ class PartitionWriter:
     """Writes batches of one table (with `device` and `step` columns) under `root`; see the module
     docstring. `close()` waits for every file and returns the number of records written."""
 
-    def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = 16 << 20,
+    def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = BUDGET_BYTES,
                  keys: tuple[str, ...] = PARTITION_KEYS) -> None:
         self.root = Path(root)
         self.keys = keys
@@ -124,12 +130,13 @@ class PartitionWriter:
 
     def _write_some(self) -> None:
         """Write the partitions no recent batch added to, then the least recently added ones while
-        more than the budget waits; wait while more than the budget is being written."""
+        more than the budget waits; then wait for the files being written while they and what
+        waits hold more than the budget."""
         for key in [k for k in self._waiting if self._batches - self._touched[k] >= IDLE_BATCHES]:
             self._flush(key)
         while self._waiting and self._waiting_bytes > self.budget:
             self._flush(next(iter(self._waiting)))
-        while self._writing and self._writing_bytes() > self.budget:
+        while self._writing and self._writing_bytes() + self._waiting_bytes > self.budget:
             self._writing[0][0].result()
 
     def _writing_bytes(self) -> int:
