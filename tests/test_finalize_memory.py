@@ -12,13 +12,15 @@ from conftest import write_trace, x
 from prof_engine.store.builder import finalize_memory_limit
 
 
-@pytest.mark.parametrize(("records", "limit"), [(0, "96MB"), (1_000_000, "96MB"), (6_000_000, "228MB"),
-                                                (40_000_000, "896MB")])
-def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records, limit):
+@pytest.mark.parametrize(("records", "threads", "limit"), [
+    (0, 2, "80MB"), (1_000_000, 2, "80MB"), (1_000_000, 4, "112MB"), (1_000_000, 1, "64MB"),
+    (6_000_000, 2, "228MB"), (6_000_000, 16, "304MB"), (40_000_000, 2, "896MB")])
+def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records, threads, limit):
+    """40 B per record, at least 48 MB plus 16 MB per DuckDB thread, at most 896 MB."""
     for table, n in (("slices", records // 2), ("flows", records - records // 2)):
         (tmp_path / table).mkdir()
         pq.write_table(pa.table({"x": pa.nulls(n, pa.int8())}), tmp_path / table / "unit.parquet")
-    assert finalize_memory_limit(tmp_path) == limit
+    assert finalize_memory_limit(tmp_path, threads) == limit
 
 
 def test_running_out_of_memory_is_a_run_error(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -39,7 +40,9 @@ from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
-FINALIZE_MEMORY = (96 << 20, 896 << 20)  # bounds of DuckDB's memory limit in finalize
+# Bounds of DuckDB's memory limit in finalize: at least a base plus some per DuckDB thread (each
+# holds buffers of its own), at most the cap.
+FINALIZE_MEMORY_BASE, FINALIZE_MEMORY_PER_THREAD, FINALIZE_MEMORY_CAP = 48 << 20, 16 << 20, 896 << 20
 FINALIZE_BYTES_PER_RECORD = 40
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
@@ -98,21 +101,25 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
     return con
 
 
-def finalize_memory_limit(staging: Path) -> str:
-    """DuckDB's memory limit for finalising the records staged under `staging`.
+def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
+    """DuckDB's memory limit for finalising the records staged under `staging` on `threads`.
 
     DuckDB spills what does not fit to its temp directory, so a fixed limit would bound memory at
     any size; but some of its operators (the nesting sweep's window, hash and ASOF joins) need
     working memory that grows with the rows, and below ~24 B per staged record it fails with an
     out-of-memory error (1 GB of Kineto JSON, 3.4 M records: fails at 72 MB, passes at 80 MB;
     `finalize.sql` drops each intermediate table once read and holds one large hash table per
-    statement). So: 40 B per record, at least 96 MB and at most 896 MB (~10 GB of JSON, 34 M
-    records: 26 B per record). The floor is what small traces need beside DuckDB's fixed costs (a
-    100 MB trace, 342 k records, spills ~5 MB at 48 MB and nothing at 64 MB); it is not higher
-    because the limit is not only a cap: DuckDB sizes some working memory by it, and at 128 MB
-    that trace's finalisation peaked ~10 MB of RSS higher than at 96 MB, in the same time."""
+    statement). So: 40 B per record, at most 896 MB (~10 GB of JSON, 34 M records: 26 B per
+    record), and at least 48 MB plus 16 MB per thread (80 MB on 2 cores). The floor is what small
+    traces need beside DuckDB's fixed costs (a 100 MB trace, 342 k records, spills ~5 MB at 48 MB
+    and nothing at 64 MB; on 16 threads a 200 MB trace ran out of 96 MB); it is not higher because
+    the limit is not only a cap: DuckDB sizes some working memory by it, and it is what the
+    import's peak RSS is made of between ~150 and ~600 MB of JSON, where the issue's bound stays
+    at 300 MB (a 329 MB trace, 1.1 M records, on 2 cores: 5.0 s and ~285 MiB at 80 MB, the same
+    time and ~293 MiB at 96 MB)."""
     records = sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
-    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, FINALIZE_MEMORY[0]), FINALIZE_MEMORY[1]) >> 20}MB"
+    floor = FINALIZE_MEMORY_BASE + FINALIZE_MEMORY_PER_THREAD * max(1, threads)
+    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
 
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
@@ -244,7 +251,7 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     # on top of; glibc's heaps would keep DuckDB's Arrow results (see `fix_mmap_threshold`).
     pa.default_memory_pool().release_unused()
     fix_mmap_threshold()
-    limit = memory_limit or finalize_memory_limit(staging)
+    limit = memory_limit or finalize_memory_limit(staging, threads or os.cpu_count() or 1)
     con = duckdb_connect(unit / "_spill", limit, threads)
     try:
         staged = stage_views(con, staging, files)
