@@ -61,7 +61,8 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
         assert writer.close() == len(rows)
     files = list((tmp_path / "t").rglob("*.parquet"))
     partitions = {(r[0], r[1]) for r in rows}
-    assert len({f.parent for f in files}) == len(partitions) < len(files)
+    assert len({f.parent for f in files}) == len(partitions)
+    assert sum(pq.read_metadata(f).num_row_groups for f in files) > len(partitions)  # written as they came
     back = duckdb.sql(f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
                       "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id").fetchall()
     assert back == sorted(rows, key=lambda r: r[2])
@@ -72,13 +73,13 @@ def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path,
     together stay within the budget, however slow the writes (each file's write sleeps here)."""
     from prof_engine.store import partitions
 
-    write_file = partitions._write_file
+    write = partitions._File.write
 
     def slow(*args):
         time.sleep(0.02)
-        write_file(*args)
+        write(*args)
 
-    monkeypatch.setattr(partitions, "_write_file", slow)
+    monkeypatch.setattr(partitions._File, "write", slow)
     n = 40_000
     table = pa.table({"device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)], "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
                       "name": [f"op{i}" * 8 for i in range(n)]})
@@ -151,9 +152,10 @@ def test_tables_have_files_per_device_with_the_step_inside(tmp_path):
         assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1").rows() == [(2, 2)]
 
 
-def test_a_partition_is_cut_into_files_of_whole_step_ranges_in_order(tmp_path):
-    """Records arrive step by step; a device's files each hold a contiguous range of steps (so a
-    step filter skips files by their statistics), and together all the records."""
+def test_a_partition_is_one_file_of_row_groups_of_whole_step_ranges_in_order(tmp_path):
+    """Records arrive step by step; a device's records go to one file (a file costs its reader more
+    than a row group), whose row groups each hold a contiguous range of steps (so a step filter
+    skips them by their statistics), and together all the records."""
     n = 40_000
     table = pa.table({"device": ["host"] * n, "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
                       "id": range(n), "name": [f"op{i % 13}" * 8 for i in range(n)]})
@@ -162,10 +164,12 @@ def test_a_partition_is_cut_into_files_of_whole_step_ranges_in_order(tmp_path):
         for batch in table.to_batches(max_chunksize=2_000):
             writer.write(batch)
         assert writer.close() == n
-    files = list((tmp_path / "t" / "device=host").glob("part-*.parquet"))
-    ranges = sorted((min(s), max(s)) for s in (pq.read_table(f, columns=["step"]).column(0).to_pylist() for f in files))
-    assert len(files) > 3 and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))
-    assert sum(pq.read_metadata(f).num_rows for f in files) == n
+    (file,) = (tmp_path / "t" / "device=host").glob("part-*.parquet")
+    f = pq.ParquetFile(file)
+    steps = [f.read_row_group(i, columns=["step"]).column(0).to_pylist() for i in range(f.num_row_groups)]
+    ranges = [(min(s), max(s)) for s in steps]
+    assert len(ranges) > 3 and all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:]))
+    assert f.metadata.num_rows == n
 
 
 def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):

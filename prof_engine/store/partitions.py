@@ -2,21 +2,23 @@
 
 A run holds each table as `<table>/device=<d>/part-<uuid>.parquet`, the step a column (schema
 `partition_by = ["device"]`); the writer also writes the layout of runs before schema 1.1,
-`<table>/device=<d>/step=<n>/part-<uuid>.parquet` (keys `("device", "step")`). Most of a step's
-records are a few hundred rows, and the cost of a file (create it, encode each column chunk,
-write the footer; ~1 ms here) is what a directory per step made most of the cost of writing a
-run: so a device's records go to files of ~`budget_bytes`, each a range of steps in staging
-order (mostly time order), which a step filter skips by their statistics. The
-`PartitionWriter`:
+`<table>/device=<d>/step=<n>/part-<uuid>.parquet` (keys `("device", "step")`). A file costs its
+reader more than a row group does (opening it, reading its footer: on 10 M device records,
+api_statistic took 0.88 s over 1,736 files of one row group each, 0.63 s over 10 files with the
+same row groups), and most of a step's records are a few hundred rows. So a partition's records
+go to one file, open while records keep coming, in row groups of up to `budget_bytes` of records,
+each a range of steps in staging order (mostly time order), which a step filter skips by their
+statistics. The `PartitionWriter`:
 
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
-* writes a partition's records as one file once no batch has added to it for a while, or, when
-  more than `budget_bytes` wait, writes the least recently added partitions first;
-* writes the files on a thread pool, beside the thread that streams the batches in, and waits
-  for them while what waits and what is being written together pass `budget_bytes`: a file's
-  records stay in memory until it is written, so that sum is what the writer holds.
+* writes a partition's waiting records as a row group of its file when more than `budget_bytes`
+  wait (the least recently added partitions first), and writes them and closes the file once no
+  batch has added to the partition for a while;
+* writes on a thread pool, beside the thread that streams the batches in, and waits for the
+  writes while what waits and what is being written together pass `budget_bytes`: records stay
+  in memory until their row group is written, so that sum is what the writer holds.
 
-A partition whose records come back after its file was written gets a second file: every file
+A partition whose records come back after its file was closed gets a second file: every file
 holds whole records and `part-*.parquet` is the layout's glob, so readers see the same rows.
 
 A table stored in an order (`schema.Table.sort_by`: rank, the partition keys, then columns) is
@@ -46,9 +48,10 @@ from prof_engine.schema import PARTITION_KEYS
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 ROW_GROUP_ROWS = 122_880  # DuckDB's default row group: large partitions get several
 IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written
-# Records a writer holds, waiting and being written: also the most a file holds. At 16 MB, with
-# waiting and writing capped apart (32 MB in all), a 329 MB trace's import peaked at 306-309 MiB
-# of RSS; at 8 MB for both together, 294-297 (the issue's bound there is 300 MB = 286 MiB).
+# Records a writer holds, waiting and being written: also the most a row group holds. Files of
+# 16 MB of records, waiting and being written capped apart (32 MB in all), made a 329 MB trace's
+# import peak at 306-309 MiB of RSS; at 8 MB for both together, 294-297 (the issue's bound there
+# is 300 MB = 286 MiB).
 BUDGET_BYTES = 8 << 20
 # Parquet settings: zstd; dictionary encoding for the columns whose values repeat (kinds, names,
 # categories, ranks, steps, threads): a view's `kind = 'api'` filter and its group-by on names
@@ -93,7 +96,8 @@ def _runs(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[tuple[int, int]]
 
 class PartitionWriter:
     """Writes batches of one table (with `device` and `step` columns) under `root`; see the module
-    docstring. `close()` waits for every file and returns the number of records written."""
+    docstring. `close()` waits for every write, closes the files and returns the number of records
+    written."""
 
     def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = BUDGET_BYTES,
                  keys: tuple[str, ...] = PARTITION_KEYS) -> None:
@@ -106,6 +110,7 @@ class PartitionWriter:
         self._waiting: OrderedDict[tuple, list[pa.RecordBatch]] = OrderedDict()
         self._touched: dict[tuple, int] = {}
         self._waiting_bytes = 0
+        self._files: dict[tuple, _File] = {}
         self._writing: list[tuple[Future, int]] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -129,38 +134,91 @@ class PartitionWriter:
         self._write_some()
 
     def _write_some(self) -> None:
-        """Write the partitions no recent batch added to, then the least recently added ones while
-        more than the budget waits; then wait for the files being written while they and what
+        """Write and close the partitions no recent batch added to, then write the least recently
+        added ones while more than the budget waits; then wait for the writes while they and what
         waits hold more than the budget."""
-        for key in [k for k in self._waiting if self._batches - self._touched[k] >= IDLE_BATCHES]:
-            self._flush(key)
+        for key in [k for k, n in self._touched.items() if self._batches - n >= IDLE_BATCHES]:
+            self._flush(key, last=True)
         while self._waiting and self._waiting_bytes > self.budget:
             self._flush(next(iter(self._waiting)))
         while self._writing and self._writing_bytes() + self._waiting_bytes > self.budget:
             self._writing[0][0].result()
 
     def _writing_bytes(self) -> int:
-        """Bytes of the files being written (and a finished write's error, raised here)."""
+        """Bytes of the records being written (and a finished write's error, raised here)."""
         for future, _ in self._writing:
             if future.done():
                 future.result()
         self._writing = [(f, n) for f, n in self._writing if not f.done()]
         return sum(n for _, n in self._writing)
 
-    def _flush(self, key: tuple) -> None:
-        pieces = self._waiting.pop(key)
-        del self._touched[key]
+    def _flush(self, key: tuple, last: bool = False) -> None:
+        """Write the partition's waiting records as a row group of its file; `last`: then close it."""
+        pieces = self._waiting.pop(key, [])
         size = sum(p.nbytes for p in pieces)
         self._waiting_bytes -= size
-        self._writing.append((self.pool.submit(_write_file, self.root / partition_dir(*key, keys=self.keys), pieces), size))
+        file = self._files.get(key)
+        if file is None:
+            file = self._files[key] = _File(self.root / partition_dir(*key, keys=self.keys))
+        if last:
+            del self._touched[key], self._files[key]
+        file.after = self.pool.submit(file.write, pieces, last, file.after)
+        self._writing.append((file.after, size))
 
     def close(self) -> int:
-        for key in list(self._waiting):
-            self._flush(key)
-        for future, _ in self._writing:
-            future.result()
-        self._writing.clear()
+        try:
+            for key in list(self._touched):
+                self._flush(key, last=True)
+            for future, _ in self._writing:
+                future.result()
+        finally:
+            self._writing.clear()
+            for file in self._files.values():  # left open only by a failed write
+                try:
+                    file.abandon()
+                except Exception:  # noqa: BLE001 - already failing: the first error is the one raised
+                    pass
+            self._files.clear()
         return self.rows
+
+
+class _File:
+    """One Parquet file of a partition, written a row group at a time on the writer's pool. Each
+    write waits for the file's previous one (`after`): they run in order, and a write that starts
+    a thread waiting was handed out after the one it waits for, so it never waits on a write that
+    no thread has taken."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.after: Future | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: pa.NativeFile | None = None
+
+    def write(self, pieces: list[pa.RecordBatch], last: bool, after: Future | None) -> None:
+        if after is not None:
+            after.result()
+        if pieces:
+            table = pa.Table.from_batches(pieces)
+            pieces.clear()  # (the pool's work item holds the list too)
+            if self._writer is None:
+                os.makedirs(self.directory, exist_ok=True)
+                # buffered: pyarrow writing to a path makes ~70 small writes and seeks per row group
+                self._sink = pa.output_stream(self.directory / f"part-{uuid.uuid4()}.parquet", buffer_size=1 << 20)
+                options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
+                self._writer = pq.ParquetWriter(self._sink, table.schema, **options)
+            self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        if last:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close the file (also what a failed write left open: the unit's directory goes anyway)."""
+        writer, sink, self._writer, self._sink = self._writer, self._sink, None, None
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            if sink is not None:
+                sink.close()
 
 
 class SortedWriter:
@@ -210,13 +268,3 @@ class SortedWriter:
     def close(self) -> int:
         self._close_file()
         return self.rows
-
-
-def _write_file(directory: Path, pieces: Iterable[pa.RecordBatch]) -> None:
-    """One Parquet file of `pieces` in `directory`, encoded in memory and written with one call
-    (pyarrow writing to a path makes ~70 small writes and seeks per file)."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.Table.from_batches(list(pieces)), sink, **PARQUET_OPTIONS)
-    os.makedirs(directory, exist_ok=True)
-    with open(directory / f"part-{uuid.uuid4()}.parquet", "xb") as f:
-        f.write(sink.getvalue())
