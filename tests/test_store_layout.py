@@ -95,6 +95,25 @@ def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path,
     assert back == [(n,)]
 
 
+def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tmp_path):
+    """A partition no batch added to for a while is written and its file closed (a step of the
+    layout before schema 1.1 ends; a device's records stop): records of it that come later go to
+    a file of their own, and the dataset holds every record once."""
+    def batch(device, ids):
+        return pa.record_batch({"device": [device] * len(ids), "step": pa.array([1] * len(ids), pa.int64()),
+                                "id": pa.array(ids, pa.int64())})
+    with ThreadPoolExecutor(2) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool, keys=("device",))
+        writer.write(batch("host", [0, 1]))
+        for i in range(4):  # the host is idle: its file is written and closed
+            writer.write(batch("gpu0", [10 + i]))
+        writer.write(batch("host", [2]))
+        assert writer.close() == 7
+    host = sorted((tmp_path / "t" / "device=host").glob("part-*.parquet"))
+    assert len(host) == 2 and len(list((tmp_path / "t" / "device=gpu0").glob("part-*.parquet"))) == 1
+    assert sorted(pq.read_table(host[0]).column("id").to_pylist() + pq.read_table(host[1]).column("id").to_pylist()) == [0, 1, 2]
+
+
 def test_large_partition_is_written_in_row_groups(tmp_path):
     n = 300_000
     table = pa.table({"device": ["host"] * n, "step": pa.array([1] * n, pa.int64()), "id": range(n)})
