@@ -47,7 +47,7 @@ from prof_engine.schema import PARTITION_KEYS
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 ROW_GROUP_ROWS = 122_880  # DuckDB's default row group: large partitions get several
-IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written
+IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written and its file closed
 # Records a writer holds, waiting and being written: also the most a row group holds. Files of
 # 16 MB of records, waiting and being written capped apart (32 MB in all), made a 329 MB trace's
 # import peak at 306-309 MiB of RSS; at 8 MB for both together, 294-297 (the bound there
