@@ -175,7 +175,7 @@ class PartitionWriter:
             self._writing.clear()
             for file in self._files.values():  # left open only by a failed write
                 try:
-                    file.abandon()
+                    file.close()
                 except Exception:  # noqa: BLE001 - already failing: the first error is the one raised
                     pass
             self._files.clear()
@@ -208,9 +208,9 @@ class _File:
                 self._writer = pq.ParquetWriter(self._sink, table.schema, **options)
             self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         if last:
-            self.abandon()
+            self.close()
 
-    def abandon(self) -> None:
+    def close(self) -> None:
         """Close the file (also what a failed write left open: the unit's directory goes anyway)."""
         writer, sink, self._writer, self._sink = self._writer, self._sink, None, None
         try:
