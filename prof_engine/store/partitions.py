@@ -231,7 +231,7 @@ class SortedWriter:
         self.keys = keys
         self.rows = 0
         self._key: tuple | None = None
-        self._writer: pq.ParquetWriter | None = None
+        self._file: _File | None = None
         self._pieces: list[pa.RecordBatch] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -250,20 +250,17 @@ class SortedWriter:
         self.rows += batch.num_rows
 
     def _write_row_group(self, table: pa.Table) -> None:
-        if self._writer is None:
-            directory = self.root / partition_dir(*self._key[1:], keys=self.keys)
-            os.makedirs(directory, exist_ok=True)
-            options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
-            self._writer = pq.ParquetWriter(directory / f"part-{uuid.uuid4()}.parquet", table.schema, **options)
-        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        if self._file is None:
+            self._file = _File(self.root / partition_dir(*self._key[1:], keys=self.keys))
+        self._file.write(table.to_batches(), last=False, after=None)
 
     def _close_file(self) -> None:
         if self._pieces:
             self._write_row_group(pa.Table.from_batches(self._pieces))
             self._pieces = []
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def close(self) -> int:
         self._close_file()
