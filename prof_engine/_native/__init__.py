@@ -1,4 +1,5 @@
-"""The native trace scanner (`scan.c`), built on first use and loaded with ctypes.
+"""The native helpers, built on first use into one library and loaded with ctypes: the trace
+scanner (`scan.c`) and the nesting sweep (`nest.c`).
 
 The library is compiled once per source version with the system C compiler (`$CC`, else `cc`)
 and kept beside this file, or under the user's cache directory where the package directory is
@@ -22,7 +23,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("scan.c")
+SOURCES = tuple(sorted(Path(__file__).parent.glob("*.c")))
 
 
 class ScanResult(ctypes.Structure):
@@ -31,8 +32,9 @@ class ScanResult(ctypes.Structure):
 
 
 def _library_name() -> str:
-    key = hashlib.sha256(SOURCE.read_bytes() + f"{platform.machine()} {sys.platform}".encode()).hexdigest()[:16]
-    return f"_scan_{key}.so"
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{platform.machine()} {sys.platform}".encode())
+    key = key.hexdigest()[:16]
+    return f"_native_{key}.so"
 
 
 def _cache_dir() -> Path:
@@ -41,15 +43,15 @@ def _cache_dir() -> Path:
 
 
 def _build(target: Path) -> None:
-    """Compile `scan.c` into `target`, atomically (a half-written library is never visible)."""
+    """Compile the sources into `target`, atomically (a half-written library is never visible)."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         raise OSError("no C compiler (cc, gcc or clang) on PATH")
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd, tmp = tempfile.mkstemp(prefix=".scan-", suffix=".so", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=".native-", suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)],
+        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, *map(str, SOURCES)],
                               capture_output=True, text=True, timeout=120)
         if proc.returncode:
             raise OSError(f"{cc} failed: {proc.stderr.strip()[:500]}")
@@ -67,6 +69,12 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
                             p, p, p, p, ctypes.POINTER(ScanResult)]
     lib.pe_gather.restype = i64
     lib.pe_gather.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, p, p, ctypes.POINTER(i64)]
+    lib.pe_nest_new.restype = p
+    lib.pe_nest_new.argtypes = []
+    lib.pe_nest_free.restype = None
+    lib.pe_nest_free.argtypes = [p]
+    lib.pe_nest.restype = i64
+    lib.pe_nest.argtypes = [p, i64, p, p, p, p, p, p, p]
     return lib
 
 
@@ -76,7 +84,7 @@ def load() -> ctypes.CDLL | None:
     if os.environ.get("PROF_ENGINE_NATIVE", "1") == "0":
         return None
     name = _library_name()
-    candidates = [SOURCE.with_name(name), _cache_dir() / name]
+    candidates = [Path(__file__).with_name(name), _cache_dir() / name]
     for path in candidates:
         if path.exists():
             try:
@@ -89,5 +97,5 @@ def load() -> ctypes.CDLL | None:
             return _bind(ctypes.CDLL(str(path)))
         except (OSError, subprocess.SubprocessError) as e:
             last = e
-    log.info("native trace scanner unavailable (%s); using the pure-Python reader", last)
+    log.info("native helpers unavailable (%s); using their pure-Python paths", last)
     return None

@@ -37,6 +37,7 @@ from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
+from prof_engine.store.nesting import nest
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -124,7 +125,8 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True) -> set[str]:
-    """Set up `queries/store/finalize.sql` on `con` and run it: `files` lists (file index, rank,
+    """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the nesting, then
+    `finalize.sql`): `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
     views `final_<table>` hold the canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
@@ -154,6 +156,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     for name in FINALIZE_MACROS:
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
+    con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
+    nest(con, Path(staging) / "_nesting.parquet")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 

@@ -11,6 +11,9 @@
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
+--   _s, _steps, _nest_input  from queries/store/stage.sql, run first;
+--   _nesting(id, depth, parent_id)  each record of `_nest_input` nested (step 2), by
+--                    prof_engine.store.nesting in between.
 -- Output: views final_<table>, one per canonical table, with every column filled in, and `_s`,
 -- the staged slices' narrow columns, which the macros of queries/store/manifest.sql sum up for
 -- the manifest.
@@ -21,11 +24,12 @@
 --   2. Nesting on one thread of host ops, API calls and user ranges (whose depth the source did
 --      not state), in one tree as torch.profiler builds it: a record_function range inside an op
 --      (Inductor's `## Call CompiledFxGraph ##` in `CompiledFunction`) is the op's child and the
---      parent of the ops inside it. Emit +1 at each start and -1 at each end,
---      ordered by time with ends before starts at equal times (touching is not nesting) and, at
---      equal starts, longer first; the running sum at a start is the depth + 1. The parent is the
---      latest earlier start one level up (ASOF join on sweep position). A depth or parent the
---      source stated wins.
+--      parent of the ops inside it. In order of start, longer first at equal starts: a record's
+--      depth is the number of records of its thread open when it starts, where at equal times an
+--      end comes before a start (touching is not nesting) but a zero-length record's end after the
+--      starts at its time; its parent is the latest record before it one level up. One pass over
+--      the sorted records (prof_engine.store.nesting, in C) instead of SQL: DuckDB's window over
+--      the starts and ends took 5x as long. A depth or parent the source stated wins.
 --   3. self_dur of a host op or user range = its duration minus the durations of its direct
 --      child host ops and user ranges.
 --   4. A device record was launched by the host op with its External id, else by the host op a
@@ -45,59 +49,9 @@
 -- staged record with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row`
 -- order), so the wide columns are read once, in a stream, and never sorted, hashed or joined.
 
--- The staged slices' narrow columns, on the run's rank and clock. Records of a file that `files`
--- does not list are left out of the run.
-CREATE OR REPLACE TEMP VIEW _s AS
-SELECT s._part, s._row, s.id, f.rank, s.device, s.kind, s.ts + f.offset_ns AS ts, s.dur, s.pid, s.tid, s.stream,
-       s.correlation, s.external_id, s.step, s.depth, s.parent_id
-FROM staging_slices s JOIN files f ON s.rank = f.file;
-
--- The host's step records define a rank's steps; a GPU trace also has each step as a device range
--- (Kineto's gpu_user_annotation ProfilerStep#N), shorter than the host's, which must not cut the
--- host's span short. A rank with no host step records takes its steps from its devices' ones.
-CREATE OR REPLACE TEMP TABLE _steps AS
-WITH st AS (SELECT rank, device, step, ts, dur FROM _s WHERE kind = 'step'),
-host_ranks AS (SELECT DISTINCT rank FROM st WHERE device = 'host')
-SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM st
-WHERE device = 'host' OR rank NOT IN (SELECT rank FROM host_ranks)
-GROUP BY rank, step;
-
--- The records to nest, each on its lane: one thread of one rank (a small integer, so that the
--- sweep sorts on integers only).
-CREATE OR REPLACE TEMP TABLE _nest_input AS
-WITH r AS (
-    SELECT id, rank, pid, tid, ts, dur FROM _s
-    WHERE device = 'host' AND (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL))
-), lanes AS (
-    SELECT rank, pid, tid, row_number() OVER () AS lane FROM (SELECT DISTINCT rank, pid, tid FROM r)
-)
-SELECT r.id, l.lane, r.ts, r.dur
-FROM r JOIN lanes l ON r.rank = l.rank AND r.pid IS NOT DISTINCT FROM l.pid AND r.tid IS NOT DISTINCT FROM l.tid;
-
--- One sweep over all lanes at once: events sorted by lane, then time. Each interval adds +1 and
--- -1 on its own lane, so the running sum is back to 0 where a lane's events end, and a global
--- running sum equals the per-lane one (cheaper than a window partitioned by lane). `pos`
--- orders the events; for the same reason the latest start one level up before a start is on
--- the same lane.
-CREATE OR REPLACE TEMP TABLE _sweep AS
-WITH ev AS (
-    SELECT id, lane, ts AS t, 1 AS d, 1 AS cls, -dur AS tie FROM _nest_input
-    UNION ALL
-    SELECT id, lane, ts + dur, -1, CASE WHEN dur > 0 THEN 0 ELSE 2 END, dur FROM _nest_input
-), ordered AS (
-    SELECT id, d, row_number() OVER w AS pos, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS open_count
-    FROM ev WINDOW w AS (ORDER BY lane, t, cls, tie, id)
-)
-SELECT id, pos, (open_count - 1)::INTEGER AS depth FROM ordered WHERE d = 1;
-
-CREATE OR REPLACE TEMP TABLE _nesting AS
-SELECT c.id, c.depth, p.id AS parent_id
-FROM _sweep c ASOF LEFT JOIN _sweep p ON p.depth = c.depth - 1 AND c.pos > p.pos;
-
 -- Each intermediate table is dropped as soon as nothing reads it any more: they live in DuckDB's
 -- memory budget, and what the last statements need to sort and join must fit beside them.
 DROP TABLE _nest_input;
-DROP TABLE _sweep;
 
 -- Host records but steps: `step`, `depth`, `parent_id` as computed here (the device pass uses
 -- these), `stated_*` as the source gave them; the External id of host ops and the correlation id
@@ -113,7 +67,7 @@ FROM _s r ASOF LEFT JOIN _steps st ON r.rank = st.rank AND r.ts >= st.start_ns
 LEFT JOIN _nesting n ON n.id = r.id
 WHERE r.device = 'host' AND r.kind <> 'step';
 
-DROP TABLE _nesting;
+DROP VIEW _nesting;
 
 -- Time of each host op's or range's direct child host ops and ranges (for self_dur).
 CREATE OR REPLACE TEMP TABLE _child_time AS
