@@ -1,5 +1,5 @@
 """The native helpers, built on first use into one library and loaded with ctypes: the trace
-scanner (`scan.c`) and the nesting sweep (`nest.c`).
+scanner (`scan.c`) and the host pass of finalisation (`host_pass.c`).
 
 The library is compiled once per source version with the system C compiler (`$CC`, else `cc`)
 and kept beside this file, or under the user's cache directory where the package directory is
@@ -69,12 +69,12 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
                             p, p, p, p, ctypes.POINTER(ScanResult)]
     lib.pe_gather.restype = i64
     lib.pe_gather.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, p, p, ctypes.POINTER(i64)]
-    lib.pe_nest_new.restype = p
-    lib.pe_nest_new.argtypes = []
-    lib.pe_nest_free.restype = None
-    lib.pe_nest_free.argtypes = [p]
-    lib.pe_nest.restype = i64
-    lib.pe_nest.argtypes = [p, i64, p, p, p, p, p, p, p]
+    lib.pe_host_new.restype = p
+    lib.pe_host_new.argtypes = [i64, p, p, p, p, p]
+    lib.pe_host_free.restype = None
+    lib.pe_host_free.argtypes = [p]
+    lib.pe_host_pass.restype = i64
+    lib.pe_host_pass.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p, p, p]
     return lib
 
 

@@ -37,7 +37,7 @@ from prof_engine._resources import data_dir
 from prof_engine.errors import RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
-from prof_engine.store.nesting import nest
+from prof_engine.store.host_pass import host_pass
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -125,7 +125,7 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True) -> set[str]:
-    """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the nesting, then
+    """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass, then
     `finalize.sql`): `files` lists (file index, rank,
     offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
     views `final_<table>` hold the canonical records (and `staged_summary` sums them up).
@@ -157,7 +157,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
     con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
-    nest(con, Path(staging) / "_nesting.parquet")
+    host_pass(con, Path(staging) / "_host.parquet")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 

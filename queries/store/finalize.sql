@@ -11,25 +11,28 @@
 --   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
---   _s, _steps, _nest_input  from queries/store/stage.sql, run first;
---   _nesting(id, depth, parent_id)  each record of `_nest_input` nested (step 2), by
---                    prof_engine.store.nesting in between.
+--   _s, _steps       from queries/store/stage.sql, run first;
+--   _host            the host records but steps (`_host_input` of stage.sql) with their `step`,
+--                    `depth` and `parent_id` (steps 1 and 2), from prof_engine.store.host_pass,
+--                    run in between.
 -- Output: views final_<table>, one per canonical table, with every column filled in, and `_s`,
 -- the staged slices' narrow columns, which the macros of queries/store/manifest.sql sum up for
 -- the manifest.
 --
 -- Algorithm:
 --   1. Steps are the host `step` records of each rank; a host record belongs to the step whose
---      [start, end) contains its start (ASOF join on start).
+--      [start, end) contains its start (of the rank's steps, the latest started at or before it).
 --   2. Nesting on one thread of host ops, API calls and user ranges (whose depth the source did
 --      not state), in one tree as torch.profiler builds it: a record_function range inside an op
 --      (Inductor's `## Call CompiledFxGraph ##` in `CompiledFunction`) is the op's child and the
 --      parent of the ops inside it. In order of start, longer first at equal starts: a record's
 --      depth is the number of records of its thread open when it starts, where at equal times an
 --      end comes before a start (touching is not nesting) but a zero-length record's end after the
---      starts at its time; its parent is the latest record before it one level up. One pass over
---      the sorted records (prof_engine.store.nesting, in C) instead of SQL: DuckDB's window over
---      the starts and ends took 5x as long. A depth or parent the source stated wins.
+--      starts at its time; its parent is the latest record before it one level up. A depth or
+--      parent the source stated wins.
+--      Steps 1 and 2 of host records are one pass over them sorted by thread and start
+--      (prof_engine.store.host_pass, in C), not SQL: DuckDB's window over their starts and ends,
+--      and its ASOF joins, sorted 3x as many rows and took 5x as long.
 --   3. self_dur of a host op or user range = its duration minus the durations of its direct
 --      child host ops and user ranges.
 --   4. A device record was launched by the host op with its External id, else by the host op a
@@ -51,23 +54,6 @@
 
 -- Each intermediate table is dropped as soon as nothing reads it any more: they live in DuckDB's
 -- memory budget, and what the last statements need to sort and join must fit beside them.
-DROP TABLE _nest_input;
-
--- Host records but steps: `step`, `depth`, `parent_id` as computed here (the device pass uses
--- these), `stated_*` as the source gave them; the External id of host ops and the correlation id
--- of API calls, by which the device pass finds launchers.
-CREATE OR REPLACE TEMP TABLE _host AS
-SELECT r._part, r._row, r.id, r.rank, r.ts, r.dur, r.kind = 'host_op' AS is_host_op, r.kind = 'comm' AS is_comm,
-       r.kind = 'user_range' AND r.depth IS NULL AS is_nested_range,
-       r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
-       CASE WHEN r.ts < st.end_ns THEN st.step END AS step, n.depth, n.parent_id,
-       CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
-       CASE WHEN r.kind = 'api' THEN r.correlation END AS api_correlation
-FROM _s r ASOF LEFT JOIN _steps st ON r.rank = st.rank AND r.ts >= st.start_ns
-LEFT JOIN _nesting n ON n.id = r.id
-WHERE r.device = 'host' AND r.kind <> 'step';
-
-DROP VIEW _nesting;
 
 -- Time of each host op's or range's direct child host ops and ranges (for self_dur).
 CREATE OR REPLACE TEMP TABLE _child_time AS
@@ -225,7 +211,7 @@ SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS s
        NULL::BIGINT AS launch_id, NULL::_launch_name_t AS launch_name, NULL::_launch_shapes_t AS launch_shapes,
        NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait
 FROM _host h LEFT JOIN _child_time c USING (id);
-DROP TABLE _host;  -- (the parts go in a statement each, each input dropped once in)
+DROP VIEW _host;  -- (the parts go in a statement each, each input dropped once in)
 DROP TABLE _child_time;
 INSERT INTO _fill_slices
 SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait

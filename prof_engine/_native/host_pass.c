@@ -1,0 +1,194 @@
+/* The host pass of finalisation: each host record's step, and the depth and parent of those that
+ * nest, in one pass over the host records sorted by (lane, ts, dur descending, id), fed in batches
+ * (see prof_engine/store/nesting.py). A lane is one thread of one rank.
+ *
+ * Step: the step of the record's rank with the latest start at or before the record's start, if
+ * the record starts before that step ends.
+ *
+ * Nesting: a record's depth is the number of nesting records of its lane open when it starts; its
+ * parent is the latest nesting record before it (in that order) one level up. A record is open
+ * from its start until its end (ts + dur): at equal times an end comes before a start (touching is
+ * not nesting), except the end of a zero-length record, which comes after every start at its time.
+ * The records open are kept in a binary heap of their ends, so a pass costs O(n log depth) and
+ * holds only what is open.
+ *
+ * Plain C99, no Python API: loaded with ctypes, which releases the GIL during each call.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t end;
+    int32_t zero; /* 1: a zero-length record, whose end comes after the starts at its time */
+} open_end;
+
+typedef struct {
+    int64_t n_steps;    /* the steps, sorted by (rank, start) */
+    int64_t *step_rank, *step_start, *step_end, *step_id;
+    uint8_t *step_known; /* 0: a step record without a step number (NULL) */
+    int64_t lane;
+    int32_t started;
+    int64_t step_at;    /* index of the lane's current step, or -1 before its rank's first */
+    int64_t rank_begin, rank_end; /* the lane's rank's steps: [rank_begin, rank_end) */
+    open_end *heap;
+    int64_t heap_n, heap_cap;
+    int64_t *last;      /* last[d]: the id of the latest nesting record at depth d */
+    int64_t last_cap;
+} host_pass;
+
+static int64_t *copy64(const int64_t *src, int64_t n) {
+    int64_t *p = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (p && n)
+        memcpy(p, src, (size_t)n * sizeof(int64_t));
+    return p;
+}
+
+void pe_host_free(host_pass *s) {
+    if (!s)
+        return;
+    free(s->step_rank);
+    free(s->step_start);
+    free(s->step_end);
+    free(s->step_id);
+    free(s->step_known);
+    free(s->heap);
+    free(s->last);
+    free(s);
+}
+
+/* A pass over records of the given steps (sorted by rank, then start; `known`: 0 where the step
+ * number is NULL); NULL when out of memory. */
+host_pass *pe_host_new(int64_t n_steps, const int64_t *rank, const int64_t *start, const int64_t *end,
+                       const int64_t *step, const uint8_t *known) {
+    host_pass *s = calloc(1, sizeof(host_pass));
+    if (!s)
+        return NULL;
+    s->n_steps = n_steps;
+    s->step_rank = copy64(rank, n_steps);
+    s->step_start = copy64(start, n_steps);
+    s->step_end = copy64(end, n_steps);
+    s->step_id = copy64(step, n_steps);
+    s->step_known = malloc((size_t)(n_steps ? n_steps : 1));
+    if (s->step_known && n_steps)
+        memcpy(s->step_known, known, (size_t)n_steps);
+    if (!s->step_rank || !s->step_start || !s->step_end || !s->step_id || !s->step_known) {
+        pe_host_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static inline int before(open_end a, open_end b) { return a.end < b.end || (a.end == b.end && a.zero < b.zero); }
+
+static void heap_pop(host_pass *s) {
+    open_end *h = s->heap;
+    open_end x = h[--s->heap_n];
+    int64_t i = 0, n = s->heap_n;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(h[c + 1], h[c]))
+            c++;
+        if (!before(h[c], x))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n)
+        h[i] = x;
+}
+
+static int heap_push(host_pass *s, open_end x) {
+    if (s->heap_n == s->heap_cap) {
+        int64_t cap = s->heap_cap ? 2 * s->heap_cap : 64;
+        open_end *h = realloc(s->heap, (size_t)cap * sizeof(open_end));
+        if (!h)
+            return -1;
+        s->heap = h;
+        s->heap_cap = cap;
+    }
+    int64_t i = s->heap_n++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!before(x, s->heap[p]))
+            break;
+        s->heap[i] = s->heap[p];
+        i = p;
+    }
+    s->heap[i] = x;
+    return 0;
+}
+
+/* The first step of `rank` or later ranks (steps are sorted by rank). */
+static int64_t first_step_of(const host_pass *s, int64_t rank) {
+    int64_t lo = 0, hi = s->n_steps;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (s->step_rank[mid] < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static inline void set_bit(uint8_t *bits, int64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+/* Step, depth and parent of n records (sorted as above, continuing the previous batch's order).
+ * nests[i]: whether record i nests (else its depth and parent are NULL). Each output's value i is
+ * valid where bit i of its bitmap is set. Returns 0, or -1 when memory ran out. A negative
+ * duration counts as zero-length. */
+int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t *rank, const int64_t *ts,
+                     const int64_t *dur, const int64_t *id, const uint8_t *nests, int64_t *step, uint8_t *step_valid,
+                     int32_t *depth, uint8_t *depth_valid, int64_t *parent, uint8_t *parent_valid) {
+    int64_t bytes = (n + 7) / 8;
+    memset(step_valid, 0, (size_t)bytes);
+    memset(depth_valid, 0, (size_t)bytes);
+    memset(parent_valid, 0, (size_t)bytes);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t t = ts[i];
+        if (!s->started || lane[i] != s->lane) {
+            s->started = 1;
+            s->lane = lane[i];
+            s->heap_n = 0;
+            s->rank_begin = first_step_of(s, rank[i]);
+            s->rank_end = first_step_of(s, rank[i] + 1);
+            s->step_at = s->rank_begin - 1;
+        }
+        while (s->step_at + 1 < s->rank_end && s->step_start[s->step_at + 1] <= t)
+            s->step_at++;
+        step[i] = 0;
+        if (s->step_at >= s->rank_begin && t < s->step_end[s->step_at] && s->step_known[s->step_at]) {
+            step[i] = s->step_id[s->step_at];
+            set_bit(step_valid, i);
+        }
+        depth[i] = 0;
+        parent[i] = 0;
+        if (!nests[i])
+            continue;
+        while (s->heap_n && (s->heap[0].end < t || (s->heap[0].end == t && !s->heap[0].zero)))
+            heap_pop(s);
+        int64_t d = s->heap_n;
+        depth[i] = (int32_t)d;
+        set_bit(depth_valid, i);
+        if (d) {
+            parent[i] = s->last[d - 1];
+            set_bit(parent_valid, i);
+        }
+        if (d >= s->last_cap) {
+            int64_t cap = s->last_cap ? 2 * s->last_cap : 64;
+            int64_t *l = realloc(s->last, (size_t)cap * sizeof(int64_t));
+            if (!l)
+                return -1;
+            s->last = l;
+            s->last_cap = cap;
+        }
+        s->last[d] = id[i];
+        open_end e = {dur[i] > 0 ? t + dur[i] : t, dur[i] > 0 ? 0 : 1};
+        if (heap_push(s, e))
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,149 @@
+"""The host pass of finalisation (prof_engine.store.host_pass): the step, depth and parent of host
+records, in C and in Python; nesting against the definition it replaced (a sweep of +1 at each
+start and -1 at each end, ordered by time, ends before starts, zero-length ends after them, longer
+first)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from prof_engine import _native
+from prof_engine.store import host_pass
+from prof_engine.store.builder import duckdb_connect
+
+PATHS = ["native", "python"]
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    if request.param == "native":
+        if _native.load() is None:
+            pytest.skip("no C compiler here: the native nesting pass is not built")
+    else:
+        monkeypatch.setattr(host_pass, "load", lambda: None)
+    return request.param
+
+
+def run_pass(records: list[tuple], tmp_path, steps: list[tuple[int, int, int, int]] = (),
+             batch_rows: int | None = None, monkeypatch=None) -> dict[int, tuple]:
+    """{id: (step, depth, parent_id)} of `records` (id, lane, ts, dur[, nests, rank]) through
+    `host_pass.host_pass`, with `steps` (rank, step, start, end)."""
+    if batch_rows and monkeypatch:
+        monkeypatch.setattr(host_pass, "BATCH_ROWS", batch_rows)
+    con = duckdb_connect(threads=1)
+    records = [(*r, *(1, 0)[len(r) - 4:]) for r in records]  # nests, rank 0 by default
+    ids, lanes, ts, durs, nests, ranks = zip(*records) if records else ((),) * 6
+    con.register("_in", pa.table({"id": pa.array(ids, pa.int64()), "rank": pa.array(ranks, pa.int32()),
+                                  "lane": pa.array(lanes, pa.int64()), "ts": pa.array(ts, pa.int64()),
+                                  "dur": pa.array(durs, pa.int64()), "nests": pa.array(nests, pa.uint8())}))
+    con.execute("CREATE TEMP TABLE _host_input AS SELECT * FROM _in")
+    rank, step, start, end = zip(*steps) if steps else ((),) * 4
+    con.register("_st", pa.table({"rank": pa.array(rank, pa.int32()), "step": pa.array(step, pa.int64()),
+                                  "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64())}))
+    con.execute("CREATE TEMP TABLE _steps AS SELECT * FROM _st")
+    host_pass.host_pass(con, tmp_path / "host.parquet")
+    assert con.sql("SELECT * FROM _host").columns == ["id", "rank", "ts", "dur", "step", "depth", "parent_id"]
+    return {i: (s, d, p) for i, s, d, p in con.execute("SELECT id, step, depth, parent_id FROM _host").fetchall()}
+
+
+def nest(records: list[tuple[int, int, int, int]], tmp_path, batch_rows: int | None = None,
+         monkeypatch=None) -> dict[int, tuple[int, int | None]]:
+    """{id: (depth, parent_id)} of `records` (id, lane, ts, dur), every one nesting."""
+    return {i: (d, p) for i, (_, d, p) in run_pass(records, tmp_path, (), batch_rows, monkeypatch).items()}
+
+
+def sweep(records: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, int | None]]:
+    """The definition: events sorted by (lane, time, class, tie, id), a start's depth is the running
+    sum before it, its parent the latest earlier start one level up."""
+    events = []
+    for i, lane, ts, dur in records:
+        events.append((lane, ts, 1, -dur, i, +1))
+        events.append((lane, ts + dur, 0 if dur > 0 else 2, dur, i, -1))
+    events.sort()
+    out, open_count, last = {}, 0, {}
+    for _, _, _, _, i, d in events:
+        if d > 0:
+            out[i] = (open_count, last.get(open_count - 1) if open_count else None)
+            last[open_count] = i
+        open_count += d
+    return out
+
+
+def test_a_tree_of_ops(path, tmp_path):
+    #   1 [0, 100)          2 [100, 150) touches 1: not its child
+    #     3 [10, 50)  4 [50, 90)  (4 touches 3: siblings)
+    #       5 [20, 30)
+    records = [(1, 1, 0, 100), (2, 1, 100, 50), (3, 1, 10, 40), (4, 1, 50, 40), (5, 1, 20, 10)]
+    assert nest(records, tmp_path) == {1: (0, None), 2: (0, None), 3: (1, 1), 4: (1, 1), 5: (2, 3)}
+
+
+def test_equal_starts_nest_the_shorter_in_the_longer_then_by_id(path, tmp_path):
+    records = [(7, 1, 0, 10), (3, 1, 0, 100), (5, 1, 0, 10)]
+    assert nest(records, tmp_path) == {3: (0, None), 5: (1, 3), 7: (2, 5)}
+
+
+def test_a_zero_length_record_holds_the_records_starting_at_its_time(path, tmp_path):
+    # 2 is zero-length at 10: 3, starting at 10 after it, nests in it; 4 at 11 does not
+    records = [(1, 1, 0, 100), (2, 1, 10, 0), (3, 1, 10, 0), (4, 1, 11, 5)]
+    assert nest(records, tmp_path) == {1: (0, None), 2: (1, 1), 3: (2, 2), 4: (1, 1)}
+
+
+def test_lanes_nest_apart(path, tmp_path):
+    records = [(1, 1, 0, 100), (2, 2, 10, 10), (3, 1, 10, 10), (4, 3, 0, 5)]
+    assert nest(records, tmp_path) == {1: (0, None), 2: (0, None), 3: (1, 1), 4: (0, None)}
+
+
+def test_overlapping_records_count_what_is_open(path, tmp_path):
+    # 2 starts inside 1 and outlives it; 3 starts after 1 ended, inside 2 alone: depth 1, and its
+    # parent is the latest record one level up (1), as the sweep defines it
+    records = [(1, 1, 0, 10), (2, 1, 5, 10), (3, 1, 12, 1)]
+    assert nest(records, tmp_path) == sweep(records) == {1: (0, None), 2: (1, 1), 3: (1, 1)}
+
+
+def test_no_records(path, tmp_path):
+    assert nest([], tmp_path) == {}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_records_match_the_sweep_across_batches(path, tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    records = []
+    for i in range(3000):
+        lane = rng.randrange(4)
+        ts = rng.randrange(0, 2000, rng.choice((1, 10, 50)))  # coarse grids: many equal times
+        dur = rng.choice((0, 0, rng.randrange(1, 30), rng.randrange(1, 400)))
+        records.append((i * 7 + 1, lane, ts, dur))
+    assert nest(records, tmp_path, batch_rows=257, monkeypatch=monkeypatch) == sweep(records)
+
+
+def test_deep_nesting_grows_past_the_first_allocation(path, tmp_path):
+    records = [(i + 1, 1, i, 10_000 - 2 * i) for i in range(1000)]
+    got = nest(records, tmp_path)
+    assert got[1000] == (999, 999) and got == sweep(records)
+
+
+def test_steps_are_the_spans_holding_each_start_per_rank(path, tmp_path):
+    steps = [(0, 5, 100, 200), (0, 6, 200, 300), (0, 8, 400, 450), (1, 5, 150, 250)]
+    # (id, lane, ts, dur, nests, rank): rank 0 on lanes 1 and 2, rank 1 on lane 3; rank 2 has no steps
+    records = [(1, 1, 50, 10, 1, 0), (2, 1, 100, 500, 1, 0), (3, 1, 199, 1, 1, 0), (4, 1, 200, 1, 1, 0),
+               (5, 1, 350, 1, 1, 0), (6, 1, 449, 9, 1, 0), (7, 1, 450, 1, 1, 0), (8, 2, 120, 1, 0, 0),
+               (9, 3, 120, 1, 1, 1), (10, 3, 150, 1, 0, 1), (11, 3, 260, 1, 1, 1), (12, 4, 160, 1, 1, 2)]
+    got = run_pass(records, tmp_path, steps)
+    assert {i: s for i, (s, _, _) in got.items()} == {
+        1: None, 2: 5, 3: 5, 4: 6, 5: None, 6: 8, 7: None, 8: 5, 9: None, 10: 5, 11: None, 12: None}
+
+
+def test_records_that_do_not_nest_get_a_step_but_no_depth_and_leave_the_nesting_alone(path, tmp_path):
+    # 2 does not nest (a comm record, a range whose depth the source stated): 3 nests in 1, not in 2
+    records = [(1, 1, 0, 100, 1), (2, 1, 10, 50, 0), (3, 1, 20, 5, 1)]
+    got = run_pass(records, tmp_path, [(0, 1, 0, 1000)])
+    assert got == {1: (1, 0, None), 2: (1, None, None), 3: (1, 1, 1)}
+
+
+def test_a_step_record_without_a_step_number_gives_its_span_none(path, tmp_path):
+    # a live run's batch may stage a step record whose step it does not know
+    got = run_pass([(1, 1, 150, 1), (2, 1, 250, 1), (3, 1, 350, 1)], tmp_path, [(0, None, 100, 300), (0, 7, 300, 400)])
+    assert {i: s for i, (s, _, _) in got.items()} == {1: None, 2: None, 3: 7}
