@@ -316,6 +316,13 @@ class Totals:
 
 
 _PENDING = 4  # staged batches waiting to be written, at most
+# Staging Parquet: LZ4 (staging is read once and deleted; at 100 MB of JSON it takes 11.7 MB against
+# zstd's 6.6 MB, and the import is ~0.1 s faster); dictionaries only for the columns of few values,
+# which DuckDB then reads faster (not for args, times, ids: pyarrow built each column's dictionary
+# until it outgrew its limit); no statistics, which nothing reads. At 329 MB of JSON the staging
+# thread spent 0.46 s on slices with pyarrow's defaults, 0.26 s so, and the import ~0.15 s less.
+STAGING_OPTIONS = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
+                   "write_statistics": False}
 
 
 class StagingSink:
@@ -345,9 +352,7 @@ class StagingSink:
         if w is None:
             path = self.root / table / f"{self.tag}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            # LZ4: staging is read once and deleted; at 100 MB of JSON it takes 11.7 MB against zstd's
-            # 6.6 MB (48 MB uncompressed), and the import is ~0.1 s faster
-            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, compression="lz4")
+            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, **STAGING_OPTIONS)
         w.write_batch(batch)
 
     def close(self) -> None:
