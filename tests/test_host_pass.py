@@ -36,9 +36,12 @@ def run_pass(records: list[tuple], tmp_path, steps: list[tuple[int, int, int, in
     con = duckdb_connect(threads=1)
     records = [(*r, *(1, 0)[len(r) - 4:]) for r in records]  # nests, rank 0 by default
     ids, lanes, ts, durs, nests, ranks = zip(*records) if records else ((),) * 6
+    # a lane is a thread: pid as given, and every other lane's tid NULL, as some sources write it
     con.register("_in", pa.table({"id": pa.array(ids, pa.int64()), "rank": pa.array(ranks, pa.int32()),
-                                  "lane": pa.array(lanes, pa.int64()), "ts": pa.array(ts, pa.int64()),
-                                  "dur": pa.array(durs, pa.int64()), "nests": pa.array(nests, pa.uint8())}))
+                                  "pid": pa.array([f"p{lane // 2}" for lane in lanes]),
+                                  "tid": pa.array([None if lane % 2 else "t" for lane in lanes], pa.string()),
+                                  "ts": pa.array(ts, pa.int64()), "dur": pa.array(durs, pa.int64()),
+                                  "nests": pa.array(nests, pa.uint8())}))
     con.execute("CREATE TEMP TABLE _host_input AS SELECT * FROM _in")
     rank, step, start, end = zip(*steps) if steps else ((),) * 4
     con.register("_st", pa.table({"rank": pa.array(rank, pa.int32()), "step": pa.array(step, pa.int64()),
@@ -147,3 +150,15 @@ def test_a_step_record_without_a_step_number_gives_its_span_none(path, tmp_path)
     # a live run's batch may stage a step record whose step it does not know
     got = run_pass([(1, 1, 150, 1), (2, 1, 250, 1), (3, 1, 350, 1)], tmp_path, [(0, None, 100, 300), (0, 7, 300, 400)])
     assert {i: s for i, (s, _, _) in got.items()} == {1: None, 2: None, 3: 7}
+
+
+def test_step_at_finds_the_step_holding_a_start_in_any_order(path, tmp_path):
+    con = duckdb_connect(threads=1)
+    con.execute("CREATE TEMP TABLE _host_input AS SELECT 1::BIGINT id, 0 rank, 'p' pid, 't' tid, 0::BIGINT ts, "
+                "0::BIGINT dur, 1::UTINYINT nests")
+    con.execute("CREATE TEMP TABLE _steps AS SELECT * FROM (VALUES (0, 5::BIGINT, 100::BIGINT, 200::BIGINT), "
+                "(0, 6, 200, 300), (0, NULL, 300, 400), (2, 9, 100, 200)) t(rank, step, start_ns, end_ns)")
+    host_pass.host_pass(con, tmp_path / "host.parquet")
+    got = con.execute("SELECT step_at(r, t) FROM (VALUES (0, 250), (0, 150), (0, 99), (0, 200), (0, 350), (0, 400), "
+                      "(1, 150), (2, 150), (3, 150), (NULL, 150), (0, NULL)) v(r, t)").fetchall()
+    assert [s for (s,) in got] == [6, 5, None, 6, None, None, None, 9, None, None, None]

@@ -75,6 +75,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.pe_host_free.argtypes = [p]
     lib.pe_host_pass.restype = i64
     lib.pe_host_pass.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p, p, p]
+    lib.pe_step_at.restype = None
+    lib.pe_step_at.argtypes = [p, i64, p, p, p, p]
     return lib
 
 

@@ -136,6 +136,30 @@ static int64_t first_step_of(const host_pass *s, int64_t rank) {
 
 static inline void set_bit(uint8_t *bits, int64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
 
+/* The steps of n records in any order (the `step_at` function of finalisation's SQL): of the
+ * record's rank's steps, the latest started at or before its start, if the record starts before
+ * that step ends. step[i] is valid where bit i of step_valid is set. */
+void pe_step_at(const host_pass *s, int64_t n, const int64_t *rank, const int64_t *ts, int64_t *step,
+                uint8_t *step_valid) {
+    memset(step_valid, 0, (size_t)((n + 7) / 8));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lo = first_step_of(s, rank[i]), hi = first_step_of(s, rank[i] + 1), end = hi;
+        while (lo < hi) { /* the first of the rank's steps started after ts */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (s->step_start[mid] <= ts[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        int64_t k = lo - 1;
+        step[i] = 0;
+        if (k >= 0 && k < end && s->step_rank[k] == rank[i] && ts[i] < s->step_end[k] && s->step_known[k]) {
+            step[i] = s->step_id[k];
+            set_bit(step_valid, i);
+        }
+    }
+}
+
 /* Step, depth and parent of n records (sorted as above, continuing the previous batch's order).
  * nests[i]: whether record i nests (else its depth and parent are NULL). Each output's value i is
  * valid where bit i of its bitmap is set. Returns 0, or -1 when memory ran out. A negative

@@ -110,8 +110,7 @@ SELECT l.*, h.step AS launcher_step FROM _launched l LEFT JOIN _host h ON h.id =
 DROP TABLE _launched;
 
 CREATE OR REPLACE TEMP TABLE _device AS
-SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, CASE WHEN l.ts < st.end_ns THEN st.step END) AS step
-FROM _launcher_step l ASOF LEFT JOIN _steps st ON l.rank = st.rank AND l.ts >= st.start_ns;
+SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, step_at(l.rank, l.ts)) AS step FROM _launcher_step l;
 DROP TABLE _launcher_step;
 
 -- The only text finalisation reads before the final pass, in one scan: the names of communication
@@ -239,10 +238,8 @@ WHERE CASE WHEN s.id IS DISTINCT FROM f.id THEN error('finalize: slices out of s
 -- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
 -- unless their source stated it.
 CREATE OR REPLACE MACRO _point_fill(staging) AS TABLE
-SELECT m._part, m._row, f.rank, m.ts + f.offset_ns AS ts,
-       coalesce(m.step, CASE WHEN m.ts + f.offset_ns < st.end_ns THEN st.step END) AS step
-FROM query_table(staging) m LEFT JOIN files f ON m.rank = f.file
-ASOF LEFT JOIN _steps st ON f.rank = st.rank AND m.ts + f.offset_ns >= st.start_ns;
+SELECT m._part, m._row, f.rank, m.ts + f.offset_ns AS ts, coalesce(m.step, step_at(f.rank, m.ts + f.offset_ns)) AS step
+FROM query_table(staging) m LEFT JOIN files f ON m.rank = f.file;
 
 CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
 SELECT m.* EXCLUDE (_part, _row) REPLACE (f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step)

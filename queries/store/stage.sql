@@ -20,22 +20,15 @@ SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM st
 WHERE device = 'host' OR rank NOT IN (SELECT rank FROM host_ranks)
 GROUP BY rank, step;
 
--- The host records but steps, each on its lane (one thread of one rank: a small integer, so that
--- the pass sorts on integers only), with what the pass and the statements after it read: `nests`
+-- The host records but steps, with what the host pass and the statements after it read: `nests`
 -- for the records it nests (host ops, API calls and user ranges whose depth the source did not
 -- state); `stated_*` as the source gave them; the External id of host ops and the correlation id
--- of API calls, by which the device pass finds launchers.
+-- of API calls, by which the device pass finds launchers. (rank, pid, tid) is a record's thread.
 CREATE OR REPLACE TEMP VIEW _host_input AS
-WITH r AS (
-    SELECT * FROM _s WHERE device = 'host' AND kind <> 'step'
-), lanes AS (
-    SELECT rank, pid, tid, row_number() OVER () AS lane FROM (SELECT DISTINCT rank, pid, tid FROM r)
-)
-SELECT r._part, r._row, r.id, r.rank, l.lane, r.ts, r.dur,
-       (r.kind IN ('host_op', 'api') OR (r.kind = 'user_range' AND r.depth IS NULL))::UTINYINT AS nests,
-       r.kind = 'host_op' AS is_host_op, r.kind = 'comm' AS is_comm,
-       r.kind = 'user_range' AND r.depth IS NULL AS is_nested_range,
-       r.step AS stated_step, r.depth AS stated_depth, r.parent_id AS stated_parent_id,
-       CASE WHEN r.kind = 'host_op' THEN r.external_id END AS op_external_id,
-       CASE WHEN r.kind = 'api' THEN r.correlation END AS api_correlation
-FROM r JOIN lanes l ON r.rank = l.rank AND r.pid IS NOT DISTINCT FROM l.pid AND r.tid IS NOT DISTINCT FROM l.tid;
+SELECT _part, _row, id, rank, pid, tid, ts, dur,
+       (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL))::UTINYINT AS nests,
+       kind = 'host_op' AS is_host_op, kind = 'comm' AS is_comm, kind = 'user_range' AND depth IS NULL AS is_nested_range,
+       step AS stated_step, depth AS stated_depth, parent_id AS stated_parent_id,
+       CASE WHEN kind = 'host_op' THEN external_id END AS op_external_id,
+       CASE WHEN kind = 'api' THEN correlation END AS api_correlation
+FROM _s WHERE device = 'host' AND kind <> 'step';
