@@ -95,6 +95,32 @@ def test_odd_events_same_run(tmp_path, monkeypatch):
     assert 'aten::quote"d \\ op \u00e9\u4e2d' in names and "123" in names and "Trace window" not in names
 
 
+def test_times_and_integers_parsed_in_c_are_pythons(tmp_path, monkeypatch):
+    # every value here is one the C parser takes itself (1 to 3 decimals or none, 16 digits of epoch
+    # µs, integers of up to 18 digits, negative ones): no column falls back to the string path
+    base = 4_458_676_522_690  # µs relative to the trace's base, as Kineto writes them now
+    events = [x("a", base, 0, correlation=-5, stream=7), x("b", base + 0.5, 1, correlation=0),
+              x("c", base + 0.25, 0.5, correlation=123_456_789_012_345_678), x("d", base + 0.125, 12.34),
+              x("e", 999_999_999_999.999, 1, **{"External id": 3}),
+              x("g", BASE, 1),  # epoch µs, as older Kineto wrote them
+              {"ph": "X", "cat": "cpu_op", "name": "f", "ts": BASE + 1, "dur": None, "pid": 1, "tid": 1}]
+    trace = write_trace(tmp_path / "plain.json", events, distributedInfo={"rank": 0})
+
+    def no_fallback(arr):
+        raise AssertionError(f"a column fell back to the string path: {arr.to_pylist()[:5]}")
+    with monkeypatch.context() as m:
+        m.setattr(scan, "us_array_to_ns", no_fallback)
+        native = prof_engine.import_trace([trace], tmp_path / "native")
+    with monkeypatch.context() as m:
+        m.setattr(scan, "available", lambda: False)
+        python = prof_engine.import_trace([trace], tmp_path / "python")
+    assert _tables(Path(native)) == _tables(Path(python))
+    with prof_engine.open(native) as run:
+        got = dict(run.sql("SELECT name, ts FROM slices").rows())
+    assert got["b"] - got["a"] == 500 and got["d"] - got["a"] == 125 and got["e"] == 999_999_999_999_999
+    assert got["g"] == BASE * 1000
+
+
 def test_begin_end_pairs_same_run(tmp_path, monkeypatch):
     events = [{"ph": "B", "name": "outer", "ts": BASE, "pid": 1, "tid": 1}, x("inner", BASE + 1, 2),
               {"ph": "E", "ts": BASE + 10, "pid": 1, "tid": 1}, x("after", BASE + 20, 2)]

@@ -69,6 +69,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
                             p, p, p, p, ctypes.POINTER(ScanResult)]
     lib.pe_gather.restype = i64
     lib.pe_gather.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, p, p, ctypes.POINTER(i64)]
+    lib.pe_gather_i64.restype = i64
+    lib.pe_gather_i64.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, ctypes.POINTER(i64)]
     lib.pe_host_new.restype = p
     lib.pe_host_new.argtypes = [i64, p, p, p, p, p]
     lib.pe_host_free.restype = None

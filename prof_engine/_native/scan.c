@@ -515,3 +515,65 @@ int64_t pe_gather(const char *buf, const int64_t *starts, const int32_t *lens, c
     *n_null = nulls;
     return n_special;
 }
+
+enum { I64_INT = 0, I64_US_NS = 1 };
+
+/* Copy the values of one key of n events (as pe_gather) into int64 `out` with a validity bitmap,
+ * parsed from their JSON text: I64_INT, integers (an optional '-' and 1 to 18 digits); I64_US_NS,
+ * µs as ns (1 to 16 digits, at most 9223372036854774, then optionally '.' and 1 to 3 decimals:
+ * exact, never through a float). JSON null or an absent key is NULL. Returns the number of other values (quoted, more
+ * decimals, exponents, longer), which the caller converts the slow way instead; `out` is then
+ * incomplete. */
+int64_t pe_gather_i64(const char *buf, const int64_t *starts, const int32_t *lens, const int64_t *rows, int64_t n,
+                      int32_t mode, int64_t *out, uint8_t *validity, int64_t *n_null) {
+    int64_t n_other = 0, nulls = 0;
+    memset(validity, 0, (size_t)((n + 7) / 8));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rows ? rows[i] : i;
+        int32_t L = lens[r];
+        const char *v = buf + starts[r];
+        out[i] = 0;
+        if (L < 0 || (L == 4 && memcmp(v, "null", 4) == 0)) {
+            nulls++;
+            continue;
+        }
+        int32_t k = 0, neg = 0;
+        if (mode == I64_INT && L > 1 && v[0] == '-') {
+            neg = 1;
+            k = 1;
+        }
+        int64_t x = 0;
+        int32_t digits = 0;
+        while (k < L && is_digit(v[k])) {
+            x = x * 10 + (v[k] - '0');
+            k++;
+            digits++;
+        }
+        /* 18 digits fit int64; so do 16 of µs (epoch µs have 16) as ns, up to its maximum */
+        int ok = digits > 0 && (mode == I64_INT ? digits <= 18 : digits <= 16 && x <= 9223372036854774LL);
+        if (ok && mode == I64_US_NS) {
+            int32_t decimals = 0;
+            int64_t frac = 0;
+            if (k < L && v[k] == '.') {
+                k++;
+                while (k < L && is_digit(v[k]) && decimals < 4) {
+                    frac = frac * 10 + (v[k] - '0');
+                    k++;
+                    decimals++;
+                }
+                ok = decimals >= 1 && decimals <= 3;
+            }
+            for (int32_t d = decimals; d < 3; d++)
+                frac *= 10;
+            x = x * 1000 + frac;
+        }
+        if (!ok || k != L) {
+            n_other++;
+            continue;
+        }
+        out[i] = neg ? -x : x;
+        validity[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    *n_null = nulls;
+    return n_other;
+}

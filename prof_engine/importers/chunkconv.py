@@ -21,8 +21,7 @@ import pyarrow.compute as pc
 from prof_engine import schema
 from prof_engine.importers import classify
 from prof_engine.importers.columns import _memory_device, _types_text, shapes_text
-from prof_engine.importers.scan import INT, RAW, TEXT, Chunk
-from prof_engine.importers.units import us_array_to_ns
+from prof_engine.importers.scan import INT, RAW, TEXT, US, Chunk
 
 if TYPE_CHECKING:
     from prof_engine.importers.chrome import ChromeConverter
@@ -58,7 +57,7 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
                 h(ev)
     if per_event:
         return
-    ts = us_array_to_ns(chunk.column("ts", RAW))
+    ts = chunk.column("ts", US)
     has_ts = pc.is_valid(ts)
     if counts.get("X"):
         _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
@@ -145,7 +144,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         streams = pc.if_else(on_device, col("stream", INT), pa.nulls(n, pa.int64()))
     else:
         devices, streams = pa.repeat(pa.scalar("host"), n), pa.nulls(n, pa.int64())
-    durs = us_array_to_ns(col("dur", RAW))
+    durs = col("dur", US)
     conv.negative_durations += pc.sum(pc.less(durs, 0)).as_py() or 0
     args = col("args", RAW)
     objects = pc.starts_with(args, "{")

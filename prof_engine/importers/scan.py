@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from prof_engine._native import ScanResult, load
 from prof_engine.importers.columns import _int
 from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event
+from prof_engine.importers.units import us_array_to_ns
 
 TOP_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "s", "args")
 ARGS_KEYS = ("External id", "correlation", "stream", "device", "Input Dims", "Input type", "Collective name",
@@ -38,7 +39,7 @@ CAP = 32768  # events per scan call: a span table takes (keys × CAP × 12) byte
 _POOL = 3
 _DONE = object()
 
-RAW, TEXT, INT = 0, 1, 2
+RAW, TEXT, INT, US = 0, 1, 2, 3  # US: µs as int64 ns
 _EVENT = msgspec.json.Decoder(Event)
 
 
@@ -73,8 +74,9 @@ class Chunk:
         self.seen = seen  # events of the file before this chunk
 
     def column(self, key: str, mode: int = TEXT, rows: pa.Array | None = None) -> pa.Array:
-        """Values of `key` (a top-level key or an `args` key) as a string array (RAW: JSON text)
-        or, with INT, an int64 array; for all events or the given `rows` (int64 indices)."""
+        """Values of `key` (a top-level key or an `args` key) as a string array (TEXT, or RAW: JSON
+        text) or an int64 array (INT, or US: µs as ns, as `units.us_text_to_ns` gives them); for
+        all events or the given `rows` (int64 indices)."""
         s, lib = self._spans, self._s.lib
         slot = _SLOT[key]
         starts = ctypes.addressof(s.starts) + slot * CAP * 8
@@ -84,6 +86,13 @@ class Chunk:
             n, rows_ptr = len(rows), rows.buffers()[1].address + rows.offset * 8
         else:
             n, rows_ptr = self.n, None
+        if mode in (INT, US):  # parsed in C; the values it leaves (quoted, exponents, ...) below
+            values, validity, nulls = pa.allocate_buffer(max(8 * n, 1)), pa.allocate_buffer((n + 7) // 8), ctypes.c_int64(0)
+            if not lib.pe_gather_i64(self.buf, starts, lens, rows_ptr, n, int(mode == US), values.address,
+                                     validity.address, ctypes.byref(nulls)):
+                return pa.Array.from_buffers(pa.int64(), n, [validity, values], null_count=nulls.value)
+            if mode == US:
+                return us_array_to_ns(self.column(key, RAW, rows))
         size = lib.pe_gather(self.buf, starts, lens, rows_ptr, n, mode, None, None, None, None, None)
         data = pa.allocate_buffer(max(size, 1))
         offsets = pa.allocate_buffer(4 * (n + 1))
