@@ -39,7 +39,7 @@ STEPS = ("SELECT rank::BIGINT, start_ns, end_ns, coalesce(step, 0), (step IS NOT
 PASS_COLUMNS = ("rank", "ts", "dur", "id")  # what the pass reads after the lane, in this order
 ADDED = pa.schema([("step", pa.int64()), ("depth", pa.int32()), ("parent_id", pa.int64())])
 DROPPED = ("pid", "tid", "nests")  # what the pass reads that `_host` does not hold
-BATCH_ROWS = 65_536
+BATCH_ROWS = 16384
 
 
 def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
