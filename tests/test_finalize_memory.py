@@ -9,7 +9,7 @@ import pytest
 
 import prof_engine
 from conftest import write_trace, x
-from prof_engine.store.builder import _copy_memory_limit, finalize_memory_limit
+from prof_engine.store.builder import finalize_memory_limit, memory_share
 
 
 @pytest.mark.parametrize(("records", "threads", "limit"), [
@@ -23,10 +23,10 @@ def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records
     assert finalize_memory_limit(tmp_path, threads) == limit
 
 
-@pytest.mark.parametrize("limit, copy", [("80MB", "64000000B"), ("2GB", "1600000000B"), ("1.5GiB", "1288490188B"),
-                                         ("1kb", "1048576B"), ("a lot", "a lot")])
-def test_the_copy_gets_a_share_of_the_limit_in_any_unit(limit, copy):
-    assert _copy_memory_limit(limit) == copy
+@pytest.mark.parametrize("limit, share", [("80MB", "64000000B"), ("2GB", "1600000000B"), ("1.5GiB", "1288490188B"),
+                                          ("76.2 MiB", "63921192B"), ("1kb", "1048576B"), ("a lot", "a lot")])
+def test_a_share_of_a_memory_limit_in_any_unit(limit, share):
+    assert memory_share(limit, 0.8) == share
 
 
 def test_running_out_of_memory_is_a_run_error(tmp_path):

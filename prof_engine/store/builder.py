@@ -23,7 +23,9 @@ import shutil
 import tempfile
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,10 +48,12 @@ STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition w
 # holds buffers of its own), at most the cap.
 FINALIZE_MEMORY_BASE, FINALIZE_MEMORY_PER_THREAD, FINALIZE_MEMORY_CAP = 48 << 20, 16 << 20, 896 << 20
 FINALIZE_BYTES_PER_RECORD = 40
-# The share of that limit DuckDB has while the finalised tables are copied out (`_copy_memory_limit`):
-# a 329 MB trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB (the issue's bound is
+# The share of that limit DuckDB has while it streams out sorted records (`streaming_memory`): the
+# host pass's sort and the copy of the finalised tables. Sorts spill as well at less, and Arrow's
+# batches, the pass's file and the partition writers hold memory beside DuckDB's there. A 329 MB
+# trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB (the issue's bound is
 # 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB at 48 MB, 0.1 s slower.
-COPY_MEMORY_SHARE = 0.8
+STREAMING_MEMORY_SHARE = 0.8
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
 # 16 threads, and took 3.7-4.0 s at 4, 3.8-4.1 s at 8, 4.0-4.4 s at 2 (peak RSS 292-304 MiB).
@@ -128,16 +132,25 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
     return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
 
 
-def _copy_memory_limit(limit: str) -> str:
-    """DuckDB's memory limit while the finalised tables are copied out: `COPY_MEMORY_SHARE` of the
-    finalize's `limit` (DuckDB's units: `80MB`, `2GB`, `1.5GiB`). The copy streams; what it holds
-    in DuckDB is the slices' computed columns being sorted into staging order, which spill as well
-    as any sort, while Arrow's batches and the partition writers hold memory beside DuckDB's."""
+@contextmanager
+def streaming_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB's memory limit on `con` at `STREAMING_MEMORY_SHARE` of what it is, for what is done
+    inside (see there); then back."""
+    (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    con.execute("SET memory_limit = ?", [memory_share(limit, STREAMING_MEMORY_SHARE)])
+    try:
+        yield
+    finally:
+        con.execute("SET memory_limit = ?", [limit])
+
+
+def memory_share(limit: str, share: float) -> str:
+    """`share` of a DuckDB memory limit (`80MB`, `2GB`, `76.2 MiB`), in bytes, at least 1 MiB."""
     m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B\s*", limit, re.IGNORECASE)
     if not m:
         return limit
     size = float(m[1]) * (1024 if m[3] else 1000) ** "_KMGT".index(m[2].upper() or "_")
-    return f"{max(int(size * COPY_MEMORY_SHARE), 1 << 20)}B"
+    return f"{max(int(size * share), 1 << 20)}B"
 
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
@@ -174,7 +187,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
     con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
-    host_pass(con, Path(staging) / "_host.parquet")
+    with streaming_memory(con):
+        host_pass(con, Path(staging) / "_host.parquet")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 
@@ -278,8 +292,8 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         staged = stage_views(con, staging, files)
         if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
             staged |= set(schema.derived_tables())
-        con.execute("SET memory_limit = ?", [_copy_memory_limit(limit)])
-        rows = copy_tables(con, unit / "out", staged)
+        with streaming_memory(con):
+            rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
     except (duckdb.OutOfMemoryException, OSError) as e:
         # streamed through Arrow (copy_tables), DuckDB's out-of-memory error arrives as an OSError
