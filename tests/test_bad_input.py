@@ -67,6 +67,8 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     "ts_not_a_number": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": "2x5"', 1)),
     "dur_not_a_number": ("trace.json", lambda: trace_text(5000).replace('"dur": 3', '"dur": "three"', 1)),
     "ts_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 1e30', 1)),
+    # a time int64 ns holds, whose end (ts + dur) it does not: past the year 2262
+    "end_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 9223372036854775', 1)),
     "not_utf8": ("trace.json", lambda: trace_text(5000).replace("aten::op4000", "aten::op\xe9").encode("latin-1")),
     "number_out_of_range": ("trace.json", lambda: trace_text().replace('"args": {}', '"args": {"Input Dims": '
                                                                           '[[1e400]]}', 1)),

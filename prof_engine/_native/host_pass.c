@@ -210,7 +210,9 @@ int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t
             s->last_cap = cap;
         }
         s->last[d] = id[i];
-        open_end e = {dur[i] > 0 ? t + dur[i] : t, dur[i] > 0 ? 0 : 1};
+        /* a record that would end past the clock's end ends there (SQL's ts + dur errs elsewhere) */
+        int64_t end = dur[i] <= 0 ? t : t > INT64_MAX - dur[i] ? INT64_MAX : t + dur[i];
+        open_end e = {end, dur[i] > 0 ? 0 : 1};
         if (heap_push(s, e))
             return -1;
     }

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._allocator import fix_mmap_threshold
 from prof_engine._resources import data_dir
-from prof_engine.errors import RunError
+from prof_engine.errors import InputError, RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.host_pass import host_pass
@@ -295,9 +295,13 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         with streaming_memory(con):
             rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
-    except (duckdb.OutOfMemoryException, OSError) as e:
-        # streamed through Arrow (copy_tables), DuckDB's out-of-memory error arrives as an OSError
-        if not isinstance(e, duckdb.OutOfMemoryException) and not str(e).startswith("Out of Memory Error"):
+    except (duckdb.OutOfMemoryException, duckdb.OutOfRangeException, OSError) as e:
+        # streamed through Arrow (copy_tables), DuckDB's errors arrive as an OSError
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, duckdb.OutOfRangeException) or message.startswith("Out of Range Error"):
+            raise InputError(f"{label or unit}: a time or duration past what int64 ns hold (the year 2262; corrupt or "
+                             f"not a profiler's output?): {message}") from None
+        if not isinstance(e, duckdb.OutOfMemoryException) and not message.startswith("Out of Memory Error"):
             raise
         raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
                        f"{limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "

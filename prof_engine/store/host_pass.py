@@ -172,6 +172,7 @@ class _NativePass:
             self.lib.pe_host_free(state)
 
 
+_INT64_MAX = (1 << 63) - 1  # where a record that would end past the clock's end ends, as in C
 _NO_STEPS: tuple[list[int], list[int], list[int | None]] = ([], [], [])
 
 
@@ -210,7 +211,7 @@ class _PythonPass:
             depths.append(depth)
             parents.append(self.last[depth - 1] if depth else None)
             self.last[depth] = i
-            heapq.heappush(self.open, (t + d, 0) if d > 0 else (t, 1))
+            heapq.heappush(self.open, (min(t + d, _INT64_MAX), 0) if d > 0 else (t, 1))
         return [pa.array(steps, pa.int64()), pa.array(depths, pa.int32()), pa.array(parents, pa.int64())]
 
     def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:
