@@ -100,15 +100,23 @@ static void heap_pop(host_pass *s) {
         h[i] = x;
 }
 
+/* `items` (`*cap` of `size` bytes each) with room for item `need`, doubled if it had none; NULL
+ * when memory ran out (`items` stays valid). */
+static void *grown(void *items, int64_t *cap, int64_t need, size_t size) {
+    if (need < *cap)
+        return items;
+    int64_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(items, (size_t)c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 static int heap_push(host_pass *s, open_end x) {
-    if (s->heap_n == s->heap_cap) {
-        int64_t cap = s->heap_cap ? 2 * s->heap_cap : 64;
-        open_end *h = realloc(s->heap, (size_t)cap * sizeof(open_end));
-        if (!h)
-            return -1;
-        s->heap = h;
-        s->heap_cap = cap;
-    }
+    open_end *h = grown(s->heap, &s->heap_cap, s->heap_n, sizeof *h);
+    if (!h)
+        return -1;
+    s->heap = h;
     int64_t i = s->heap_n++;
     while (i > 0) {
         int64_t p = (i - 1) / 2;
@@ -201,14 +209,10 @@ int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t
             parent[i] = s->last[d - 1];
             set_bit(parent_valid, i);
         }
-        if (d >= s->last_cap) {
-            int64_t cap = s->last_cap ? 2 * s->last_cap : 64;
-            int64_t *l = realloc(s->last, (size_t)cap * sizeof(int64_t));
-            if (!l)
-                return -1;
-            s->last = l;
-            s->last_cap = cap;
-        }
+        int64_t *last = grown(s->last, &s->last_cap, d, sizeof *last);
+        if (!last)
+            return -1;
+        s->last = last;
         s->last[d] = id[i];
         /* a record that would end past the clock's end ends there (SQL's ts + dur errs elsewhere) */
         int64_t end = dur[i] <= 0 ? t : t > INT64_MAX - dur[i] ? INT64_MAX : t + dur[i];

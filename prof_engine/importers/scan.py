@@ -87,7 +87,8 @@ class Chunk:
         else:
             n, rows_ptr = self.n, None
         if mode in (INT, US):  # parsed in C; the values it leaves (quoted, exponents, ...) below
-            values, validity, nulls = pa.allocate_buffer(max(8 * n, 1)), pa.allocate_buffer((n + 7) // 8), ctypes.c_int64(0)
+            values, validity = pa.allocate_buffer(max(8 * n, 1)), pa.allocate_buffer((n + 7) // 8)
+            nulls = ctypes.c_int64(0)
             if not lib.pe_gather_i64(self.buf, starts, lens, rows_ptr, n, int(mode == US), values.address,
                                      validity.address, ctypes.byref(nulls)):
                 return pa.Array.from_buffers(pa.int64(), n, [validity, values], null_count=nulls.value)

@@ -156,9 +156,9 @@ def memory_share(limit: str, share: float) -> str:
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass, then
-    `finalize.sql`): `files` lists (file index, rank,
-    offset ns) of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the
-    views `final_<table>` hold the canonical records (and `staged_summary` sums them up).
+    `finalize.sql`): `files` lists (file index, rank, offset ns) of the staged units;
+    `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
+    canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
     records are every record of their ranks (an import unit; not a batch of a live run), so what
     is derived across a rank's records (`schema.derived_tables`, which have `final_<table>` views

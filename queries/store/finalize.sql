@@ -14,7 +14,8 @@
 --   _s, _steps       from queries/store/stage.sql, run first;
 --   _host            the host records but steps (`_host_input` of stage.sql) with their `step`,
 --                    `depth` and `parent_id` (steps 1 and 2), from prof_engine.store.host_pass,
---                    run in between.
+--                    run in between, which also defines
+--   step_at(rank, ts)  the step of `_steps` that holds a time (NULL: none), as step 1 defines it.
 -- Output: views final_<table>, one per canonical table, with every column filled in, and `_s`,
 -- the staged slices' narrow columns, which the macros of queries/store/manifest.sql sum up for
 -- the manifest.
