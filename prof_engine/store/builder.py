@@ -48,11 +48,13 @@ STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition w
 # holds buffers of its own), at most the cap.
 FINALIZE_MEMORY_BASE, FINALIZE_MEMORY_PER_THREAD, FINALIZE_MEMORY_CAP = 48 << 20, 16 << 20, 896 << 20
 FINALIZE_BYTES_PER_RECORD = 40
-# The share of that limit DuckDB has while it streams out sorted records (`streaming_memory`): the
-# host pass's sort and the copy of the finalised tables. Sorts spill as well at less, and Arrow's
-# batches, the pass's file and the partition writers hold memory beside DuckDB's there. A 329 MB
-# trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB (the issue's bound is
-# 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB at 48 MB, 0.1 s slower.
+# The share of that limit DuckDB has while the finalised tables are copied out (`streaming_memory`):
+# the copy streams, and what it holds in DuckDB is the slices' computed columns being sorted into
+# staging order, which spill as well at less, while Arrow's batches and the partition writers hold
+# memory beside DuckDB's. A 329 MB trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB
+# (the issue's bound is 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB
+# at 48 MB, 0.1 s slower; at 32 MB it ran out of memory (a margin is kept: 0.65 measured the same
+# as 0.8). Not the host pass's sort: at 46 MB it ran out of memory.
 STREAMING_MEMORY_SHARE = 0.8
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
@@ -134,7 +136,7 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
 
 @contextmanager
 def streaming_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """DuckDB's memory limit on `con` at `STREAMING_MEMORY_SHARE` of what it is, for what is done
+    """DuckDB's memory limit on `con` at `STREAMING_MEMORY_SHARE` of what it is, for the copy
     inside (see there); then back."""
     (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
     con.execute("SET memory_limit = ?", [memory_share(limit, STREAMING_MEMORY_SHARE)])
@@ -187,8 +189,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
     con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
-    with streaming_memory(con):
-        host_pass(con, Path(staging) / "_host.parquet")
+    host_pass(con, Path(staging) / "_host.parquet")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     return with_files
 
