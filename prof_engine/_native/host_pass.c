@@ -1,9 +1,10 @@
 /* The host pass of finalisation: each host record's step, and the depth and parent of those that
  * nest, in one pass over the host records sorted by (lane, ts, dur descending, id), fed in batches
- * (see prof_engine/store/nesting.py). A lane is one thread of one rank.
+ * (see prof_engine/store/host_pass.py). A lane is one thread of one rank.
  *
  * Step: the step of the record's rank with the latest start at or before the record's start, if
- * the record starts before that step ends.
+ * the record starts before that step ends. pe_step_at looks it up for records in any order (the
+ * `step_at` function of finalisation's SQL).
  *
  * Nesting: a record's depth is the number of nesting records of its lane open when it starts; its
  * parent is the latest nesting record before it (in that order) one level up. A record is open

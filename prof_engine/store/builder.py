@@ -4,8 +4,9 @@ A run is built one import unit (a trace file, a rank directory: one rank) at a t
 directory of its own, `RunBuilder.unit_dir(index)`. The importer hands the unit's record batches
 to a `StagingSink`, which appends them to staging Parquet files (nothing is held in memory);
 `finalize_unit` then runs `queries/store/finalize.sql` in DuckDB over them (step assignment,
-nesting, self time, launch links) within a memory limit and streams each table into a
-hive-partitioned dataset (`partitions.PartitionWriter`). Steps, nesting and launch links never
+nesting, self time, launch links; the host records' steps and nesting in one native pass,
+`host_pass`) within a memory limit and streams each table into a hive-partitioned dataset
+(`partitions.PartitionWriter`). Steps, nesting and launch links never
 cross ranks, so a unit is finalised alone, in the process that converted it: memory is bounded
 per unit whatever the number of ranks, and `--jobs` workers finalise in parallel.
 `RunBuilder.finalize` then moves the units' files into the run by renames, writes `manifest.json`
