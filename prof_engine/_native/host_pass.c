@@ -3,8 +3,8 @@
  * (see prof_engine/store/host_pass.py). A lane is one thread of one rank.
  *
  * Step: the step of the record's rank with the latest start at or before the record's start, if
- * the record starts before that step ends. pe_step_at looks it up for records in any order (the
- * `step_at` function of finalisation's SQL).
+ * the record starts before that step ends (`set_step`, which pe_step_at also serves for records in
+ * any order: the `step_at` function of finalisation's SQL).
  *
  * Nesting: a record's depth is the number of nesting records of its lane open when it starts; its
  * parent is the latest nesting record before it (in that order) one level up. A record is open
@@ -30,7 +30,6 @@ typedef struct {
     uint8_t *step_known; /* 0: a step record without a step number (NULL) */
     int64_t lane;
     int32_t started;
-    int64_t step_at;    /* index of the lane's current step, or -1 before its rank's first */
     int64_t rank_begin, rank_end; /* the lane's rank's steps: [rank_begin, rank_end) */
     open_end *heap;
     int64_t heap_n, heap_cap;
@@ -145,28 +144,32 @@ static int64_t first_step_of(const host_pass *s, int64_t rank) {
 
 static inline void set_bit(uint8_t *bits, int64_t i) { bits[i >> 3] |= (uint8_t)(1u << (i & 7)); }
 
-/* The steps of n records in any order (the `step_at` function of finalisation's SQL): of the
- * record's rank's steps, the latest started at or before its start, if the record starts before
- * that step ends. step[i] is valid where bit i of step_valid is set. */
+/* step[i] (and bit i of step_valid) for time t, of the steps [begin, end) of its rank: the latest
+ * started at or before t, if t is before that step's end and the step has a number. */
+static void set_step(const host_pass *s, int64_t begin, int64_t end, int64_t t, int64_t i, int64_t *step,
+                     uint8_t *step_valid) {
+    int64_t lo = begin, hi = end;
+    while (lo < hi) { /* the first of the steps started after t */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (s->step_start[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t k = lo - 1;
+    step[i] = 0;
+    if (k >= begin && t < s->step_end[k] && s->step_known[k]) {
+        step[i] = s->step_id[k];
+        set_bit(step_valid, i);
+    }
+}
+
+/* The steps of n records in any order (the `step_at` function of finalisation's SQL). */
 void pe_step_at(const host_pass *s, int64_t n, const int64_t *rank, const int64_t *ts, int64_t *step,
                 uint8_t *step_valid) {
     memset(step_valid, 0, (size_t)((n + 7) / 8));
-    for (int64_t i = 0; i < n; i++) {
-        int64_t lo = first_step_of(s, rank[i]), hi = first_step_of(s, rank[i] + 1), end = hi;
-        while (lo < hi) { /* the first of the rank's steps started after ts */
-            int64_t mid = lo + (hi - lo) / 2;
-            if (s->step_start[mid] <= ts[i])
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        int64_t k = lo - 1;
-        step[i] = 0;
-        if (k >= 0 && k < end && s->step_rank[k] == rank[i] && ts[i] < s->step_end[k] && s->step_known[k]) {
-            step[i] = s->step_id[k];
-            set_bit(step_valid, i);
-        }
-    }
+    for (int64_t i = 0; i < n; i++)
+        set_step(s, first_step_of(s, rank[i]), first_step_of(s, rank[i] + 1), ts[i], i, step, step_valid);
 }
 
 /* Step, depth and parent of n records (sorted as above, continuing the previous batch's order).
@@ -188,15 +191,8 @@ int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t
             s->heap_n = 0;
             s->rank_begin = first_step_of(s, rank[i]);
             s->rank_end = first_step_of(s, rank[i] + 1);
-            s->step_at = s->rank_begin - 1;
         }
-        while (s->step_at + 1 < s->rank_end && s->step_start[s->step_at + 1] <= t)
-            s->step_at++;
-        step[i] = 0;
-        if (s->step_at >= s->rank_begin && t < s->step_end[s->step_at] && s->step_known[s->step_at]) {
-            step[i] = s->step_id[s->step_at];
-            set_bit(step_valid, i);
-        }
+        set_step(s, s->rank_begin, s->rank_end, t, i, step, step_valid);
         depth[i] = 0;
         parent[i] = 0;
         if (!nests[i])

@@ -521,9 +521,9 @@ enum { I64_INT = 0, I64_US_NS = 1 };
 /* Copy the values of one key of n events (as pe_gather) into int64 `out` with a validity bitmap,
  * parsed from their JSON text: I64_INT, integers (an optional '-' and 1 to 18 digits); I64_US_NS,
  * µs as ns (1 to 16 digits, at most 9223372036854774, then optionally '.' and 1 to 3 decimals:
- * exact, never through a float). JSON null or an absent key is NULL. Returns the number of other values (quoted, more
- * decimals, exponents, longer), which the caller converts the slow way instead; `out` is then
- * incomplete. */
+ * exact, never through a float). JSON null or an absent key is NULL. Returns the number of other
+ * values (quoted, more decimals, exponents, longer), which the caller converts the slow way
+ * instead; `out` is then incomplete. */
 int64_t pe_gather_i64(const char *buf, const int64_t *starts, const int32_t *lens, const int64_t *rows, int64_t n,
                       int32_t mode, int64_t *out, uint8_t *validity, int64_t *n_null) {
     int64_t n_other = 0, nulls = 0;
