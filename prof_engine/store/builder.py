@@ -24,9 +24,7 @@ import shutil
 import tempfile
 import uuid
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +47,14 @@ STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition w
 # holds buffers of its own), at most the cap.
 FINALIZE_MEMORY_BASE, FINALIZE_MEMORY_PER_THREAD, FINALIZE_MEMORY_CAP = 48 << 20, 16 << 20, 896 << 20
 FINALIZE_BYTES_PER_RECORD = 40
-# The share of that limit DuckDB has while the finalised tables are copied out (`streaming_memory`):
+# The share of that limit DuckDB has while the finalised tables are copied out (`finalize_unit`):
 # the copy streams, and what it holds in DuckDB is the slices' computed columns being sorted into
 # staging order, which spill as well at less, while Arrow's batches and the partition writers hold
 # memory beside DuckDB's. A 329 MB trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB
 # (the issue's bound is 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB
 # at 48 MB, 0.1 s slower; at 32 MB it ran out of memory (a margin is kept: 0.65 measured the same
 # as 0.8). Not the host pass's sort: at 46 MB it ran out of memory.
-STREAMING_MEMORY_SHARE = 0.8
+COPY_MEMORY_SHARE = 0.8
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
 # 16 threads, and took 3.7-4.0 s at 4, 3.8-4.1 s at 8, 4.0-4.4 s at 2 (peak RSS 292-304 MiB).
@@ -133,18 +131,6 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
     records = sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
     floor = FINALIZE_MEMORY_BASE + FINALIZE_MEMORY_PER_THREAD * max(1, threads)
     return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
-
-
-@contextmanager
-def streaming_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """DuckDB's memory limit on `con` at `STREAMING_MEMORY_SHARE` of what it is, for the copy
-    inside (see there); then back."""
-    (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
-    con.execute("SET memory_limit = ?", [memory_share(limit, STREAMING_MEMORY_SHARE)])
-    try:
-        yield
-    finally:
-        con.execute("SET memory_limit = ?", [limit])
 
 
 def memory_share(limit: str, share: float) -> str:
@@ -294,8 +280,8 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         staged = stage_views(con, staging, files)
         if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
             staged |= set(schema.derived_tables())
-        with streaming_memory(con):
-            rows = copy_tables(con, unit / "out", staged)
+        con.execute("SET memory_limit = ?", [memory_share(limit, COPY_MEMORY_SHARE)])  # the copy streams
+        rows = copy_tables(con, unit / "out", staged)
         summary = staged_summary(con)
     except (duckdb.OutOfMemoryException, duckdb.OutOfRangeException, OSError) as e:
         # streamed through Arrow (copy_tables), DuckDB's errors arrive as an OSError
