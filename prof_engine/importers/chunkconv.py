@@ -165,10 +165,10 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     comm = pc.or_(pc.is_valid(collective), pc.is_valid(col("Process Group Name")))
     if pc.any(comm).as_py():
         from prof_engine.importers.chrome import _ARGS
-        texts, devs = args.to_pylist(), devices.to_pylist()
-        for i in pc.indices_nonzero(comm).to_pylist():
+        at = pc.indices_nonzero(comm)  # (only their rows to Python: a chunk's every args took ~4 ms)
+        for i, text, dev in zip(at.to_pylist(), args.take(at).to_pylist(), devices.take(at).to_pylist()):
             conv.seq = first + i
-            conv._comm(_ARGS.decode(texts[i]), devs[i])
+            conv._comm(_ARGS.decode(text), dev)
         conv.seq = first + n - 1
 
 
