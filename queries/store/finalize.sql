@@ -96,7 +96,8 @@ WHERE api_correlation IS NOT NULL GROUP BY ALL;
 -- Device records but steps: their launcher (by External id, then by correlation), the
 -- launcher's step, then their own step (a statement each, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
-SELECT d._part, d._row, d.id, d.rank, d.ts, d.step AS stated_step, d.depth, d.parent_id, d.correlation, o.op_id
+SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.step AS stated_step, d.depth,
+       d.parent_id, d.correlation, o.op_id
 FROM _s d LEFT JOIN _op_by_ext o ON o.rank = d.rank AND o.external_id = d.external_id
 WHERE d.device <> 'host' AND d.kind <> 'step';
 DROP TABLE _op_by_ext;
@@ -126,9 +127,10 @@ FROM (SELECT *, id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL
 WHERE s.kind = 'comm' OR s.launcher;
 
 -- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without
--- it). From the staged records: the chain of tables above stays as narrow as its joins need.
+-- it). The device records carry their device, kind, stream and duration from `_by_ext` on: this
+-- and the lanes below read them there, not from the staged records again with a join on id.
 CREATE OR REPLACE TEMP TABLE _waits AS
-SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _s
+SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _device
 WHERE is_device_task(device, kind);
 
 -- The step breakdown's lanes of this rank (`lane_totals`), from its records as finalised here,
@@ -136,10 +138,9 @@ WHERE is_device_task(device, kind);
 -- activity: compute kernels and communication on devices; a rank without device tasks is
 -- analysed on its host (CPU ops and communication ranges), as the views' `_activity` does.
 CREATE OR REPLACE TEMP TABLE _lane_activity AS
-SELECT s.rank, s.device, coalesce(d.stated_step, d.step) AS step,
-       CASE WHEN s.kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, s.ts AS s, s.ts + s.dur AS e
-FROM _s s JOIN _device d ON d.id = s.id
-WHERE s.device <> 'host' AND s.kind IN ('kernel', 'comm')
+SELECT rank, device, coalesce(stated_step, step) AS step,
+       CASE WHEN kind = 'comm' THEN 'Communication' ELSE 'Computing' END AS type, ts AS s, ts + dur AS e
+FROM _device WHERE kind IN ('kernel', 'comm')
 UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END,
        ts, ts + dur
@@ -147,8 +148,8 @@ FROM _host WHERE (is_host_op OR is_comm)
  AND rank NOT IN (SELECT DISTINCT rank FROM _s WHERE is_device_task(device, kind));
 
 CREATE OR REPLACE TEMP VIEW _lane_receives AS
-SELECT s.rank, s.device, coalesce(d.stated_step, d.step) AS step, s.dur FROM _s s JOIN _device d ON d.id = s.id
-WHERE s.device <> 'host' AND s.id IN (SELECT id FROM _named WHERE receive)
+SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device
+WHERE id IN (SELECT id FROM _named WHERE receive)
 UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE id IN (SELECT id FROM _named WHERE receive);
 
