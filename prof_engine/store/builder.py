@@ -52,8 +52,10 @@ FINALIZE_BYTES_PER_RECORD = 40
 # staging order, which spill as well at less, while Arrow's batches and the partition writers hold
 # memory beside DuckDB's. A 329 MB trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB
 # (the bound is 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB
-# at 48 MB, 0.1 s slower; at 32 MB it ran out of memory (a margin is kept: 0.65 measured the same
-# as 0.8). Not the host pass's sort: at 46 MB it ran out of memory.
+# at 48 MB, 0.1 s slower; at 32 MB it ran out of memory. What the copy needs grows with the records
+# (~25 B each): at 600 MB of JSON (2 M records, an 80 MB limit) it ran out at 0.65 (52 MB), so 0.8
+# keeps ~1.3x of it wherever the limit is 40 B per record. Not the host pass's sort: at 46 MB it ran
+# out of memory.
 COPY_MEMORY_SHARE = 0.8
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
