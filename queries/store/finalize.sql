@@ -145,7 +145,7 @@ UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), CASE WHEN is_comm THEN 'Communication' ELSE 'Computing' END,
        ts, ts + dur
 FROM _host WHERE (is_host_op OR is_comm)
- AND rank NOT IN (SELECT DISTINCT rank FROM _s WHERE is_device_task(device, kind));
+ AND rank NOT IN (SELECT DISTINCT rank FROM _device WHERE is_device_task(device, kind));
 
 CREATE OR REPLACE TEMP VIEW _lane_receives AS
 SELECT rank, device, coalesce(stated_step, step) AS step, dur FROM _device
