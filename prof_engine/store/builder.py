@@ -160,6 +160,12 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         "offset_ns": pa.array([f[2] for f in files], pa.int64()),
     }))
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
+    # The same as scalar macros (NULL for a file not listed), for the final pass over the staged
+    # slices: there a join with `files` would make DuckDB hash the records instead of `files`.
+    for macro, column in (("file_rank", 1), ("file_offset", 2)):
+        cases = " ".join(f"WHEN {int(f[0])} THEN {int(f[column])}" for f in files)
+        con.execute(f"CREATE OR REPLACE MACRO {macro}(file) AS "
+                    + (f"CASE file {cases} ELSE NULL END" if files else "NULL") + f"::{'INTEGER' if column == 1 else 'BIGINT'}")
     with_files = set()
     for name, table in schema.stored_tables().items():
         if table.derived:  # computed by finalize.sql, never staged

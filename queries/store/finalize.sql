@@ -208,7 +208,7 @@ DROP TABLE _launch_sigs;
 -- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
 -- so that the final sort reads nothing else (and the tables before it can go).
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
-SELECT h._part, h._row, h.id, h.rank, h.ts, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
+SELECT h._part, h._row, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op OR h.is_nested_range THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
@@ -218,27 +218,27 @@ FROM _host h LEFT JOIN _child_time c USING (id);
 DROP VIEW _host;  -- (the parts go in a statement each, each input dropped once in)
 DROP TABLE _child_time;
 INSERT INTO _fill_slices
-SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait
+SELECT _part, _row, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait
 FROM _device_fill;
 DROP TABLE _device_fill;
 INSERT INTO _fill_slices
-SELECT _part, _row, id, rank, ts, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
+SELECT _part, _row, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
 UNION ALL
-SELECT s._part, s._row, s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT s._part, s._row, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* EXCLUDE (_part, _row) REPLACE (
-           f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step, f.depth::INTEGER AS depth,
+           file_rank(s.rank) AS rank, s.ts + file_offset(s.rank) AS ts, f.step AS step, f.depth::INTEGER AS depth,
            f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id,
            f.launch_name::VARCHAR AS launch_name, coalesce(s.input_shapes, f.launch_shapes::VARCHAR) AS input_shapes,
            coalesce(s.input_types, f.launch_types::VARCHAR) AS input_types,
            -- whole only where the staged records are all of their ranks' (see `finalize_whole`)
            CASE WHEN finalize_whole() THEN f.wait END AS wait)
 FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
-WHERE CASE WHEN s.id IS DISTINCT FROM f.id THEN error('finalize: slices out of step with their computed columns')
-           ELSE f.rank IS NOT NULL END;
+WHERE CASE WHEN s._part <> f._part OR s._row <> f._row THEN error('finalize: slices out of step with their computed columns')
+           ELSE file_rank(s.rank) IS NOT NULL END;
 
 -- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
 -- unless their source stated it.
@@ -266,9 +266,9 @@ CREATE OR REPLACE TEMP VIEW final_flows AS SELECT * FROM _point_records('staging
 -- with the details' own text columns, DuckDB's plan for the pairing took 20-60 MiB above its
 -- memory limit at 1 M records.
 CREATE OR REPLACE TEMP TABLE _comm_place AS
-SELECT f.id, f.rank::INTEGER AS rank, s.device, f.step
-FROM _fill_slices f JOIN staging_slices s ON s.id = f.id AND s._part = f._part AND s._row = f._row
-WHERE f.rank IS NOT NULL AND f.id IN (SELECT slice_id FROM staging_comm);
+SELECT s.id, r.rank::INTEGER AS rank, s.device, f.step
+FROM _fill_slices f JOIN staging_slices s ON s._part = f._part AND s._row = f._row JOIN files r ON r.file = s.rank
+WHERE s.id IN (SELECT slice_id FROM staging_comm);
 
 CREATE OR REPLACE TEMP VIEW final_comm AS
 SELECT c.* EXCLUDE (_part, _row) REPLACE (p.rank AS rank, p.device AS device, p.step AS step)
