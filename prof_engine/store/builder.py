@@ -161,11 +161,11 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     }))
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
     # The same as scalar macros (NULL for a file not listed), for the final pass over the staged
-    # slices: there a join with `files` would make DuckDB hash the records instead of `files`.
-    for macro, column in (("file_rank", 1), ("file_offset", 2)):
+    # slices: there a join with `files` made DuckDB hash the records instead of `files`.
+    for macro, column, sql_type in (("file_rank", 1, "INTEGER"), ("file_offset", 2, "BIGINT")):
         cases = " ".join(f"WHEN {int(f[0])} THEN {int(f[column])}" for f in files)
-        con.execute(f"CREATE OR REPLACE MACRO {macro}(file) AS "
-                    + (f"CASE file {cases} ELSE NULL END" if files else "NULL") + f"::{'INTEGER' if column == 1 else 'BIGINT'}")
+        value = f"CASE file {cases} END" if files else "NULL"
+        con.execute(f"CREATE OR REPLACE MACRO {macro}(file) AS ({value})::{sql_type}")
     with_files = set()
     for name, table in schema.stored_tables().items():
         if table.derived:  # computed by finalize.sql, never staged

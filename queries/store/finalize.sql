@@ -8,7 +8,8 @@
 --                    collector's push/pop ranges), self_dur/launch_id are NULL. Two more columns
 --                    say where a record sits: `_part` (its staging file's position in the list)
 --                    and `_row` (its row in that file); they are the order of a plain scan.
---   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock.
+--   files(file, rank, offset_ns)  per source file: its global rank and the ns to add to its clock;
+--                    also as the macros file_rank(file) and file_offset(file) (NULL: not listed).
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
 --   _s, _steps       from queries/store/stage.sql, run first;
@@ -205,8 +206,11 @@ DROP TABLE _device_waits;
 DROP TABLE _launcher_sig;
 DROP TABLE _launch_sigs;
 
--- What finalisation fills in, for every staged slice (rank NULL: a record to leave out); a table,
--- so that the final sort reads nothing else (and the tables before it can go).
+-- What finalisation fills in, for every staged slice (one of a file `files` does not list: NULLs,
+-- and the final pass leaves it out); a table, so that the final sort reads nothing else (and the
+-- tables before it can go). Not the rank and the time on the run's clock, nor the id: the final
+-- pass has them from the staged record and its file, and the sort carries ~20 B less per record
+-- (at 329 MB of JSON it spilled 61 MiB with them, 47 without).
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
 SELECT h._part, h._row, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
