@@ -50,9 +50,10 @@
 -- How (bounded memory): steps 1-5 run on narrow projections of the staged records (ids, times,
 -- keys), never on their wide text columns (names, args; the launchers' are read once, for the
 -- few distinct (name, shapes, types) they hold). They yield the columns that finalisation
--- fills in, one row per staged record (`_fill_slices`, `_point_fill`). `final_<table>` pairs each
--- staged record with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row`
--- order), so the wide columns are read once, in a stream, and never sorted, hashed or joined.
+-- fills in, one row per staged slice (`_fill_slices`). `final_slices` pairs each staged slice
+-- with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row` order), so the
+-- wide columns are read once, in a stream, and never sorted, hashed or joined. Point records need
+-- nothing but their file and `step_at`: `final_<table>` computes their columns as it reads them.
 
 -- Each intermediate table is dropped as soon as nothing reads it any more: they live in DuckDB's
 -- memory budget, and what the last statements need to sort and join must fit beside them.
@@ -245,17 +246,12 @@ WHERE CASE WHEN s._part <> f._part OR s._row <> f._row THEN error('finalize: sli
            ELSE file_rank(s.rank) IS NOT NULL END;
 
 -- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
--- unless their source stated it.
-CREATE OR REPLACE MACRO _point_fill(staging) AS TABLE
-SELECT m._part, m._row, f.rank, m.ts + f.offset_ns AS ts, coalesce(m.step, step_at(f.rank, m.ts + f.offset_ns)) AS step
-FROM query_table(staging) m LEFT JOIN files f ON m.rank = f.file;
-
+-- unless their source stated it: a projection of their staged rows, in one pass that sorts and
+-- joins nothing (their file's rank and clock offset are macros, `step_at` a function).
 CREATE OR REPLACE MACRO _point_records(staging) AS TABLE
-SELECT m.* EXCLUDE (_part, _row) REPLACE (f.rank::INTEGER AS rank, f.ts AS ts, f.step AS step)
-FROM query_table(staging) m POSITIONAL JOIN (SELECT * FROM _point_fill(staging) ORDER BY _part, _row) f
-WHERE CASE WHEN m._part <> f._part OR m._row <> f._row
-           THEN error('finalize: point records out of step with their computed columns')
-           ELSE f.rank IS NOT NULL END;
+SELECT m.* EXCLUDE (_part, _row) REPLACE (file_rank(m.rank) AS rank, m.ts + file_offset(m.rank) AS ts,
+       coalesce(m.step, step_at(file_rank(m.rank), m.ts + file_offset(m.rank))) AS step)
+FROM query_table(staging) m WHERE file_rank(m.rank) IS NOT NULL;
 
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM _lane_totals;
 CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM _lanes;
