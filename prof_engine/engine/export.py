@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from prof_engine._sql import literal
 from prof_engine.engine.session import Run, query_error
 from prof_engine.engine.tables import write_csv
 from prof_engine.engine.views import public_views
@@ -52,17 +53,13 @@ def export_views(
                     write_csv(reader, reader.schema, str(tmp))
                 else:
                     options = "FORMAT json, ARRAY true" if fmt == "json" else "FORMAT parquet, COMPRESSION zstd"
-                    run.con.execute(f"COPY ({query}) TO '{_sql_path(tmp)}' ({options})")
+                    run.con.execute(f"COPY ({query}) TO {literal(tmp)} ({options})")
         except (duckdb.Error, OSError) as e:  # a query's error arrives as an OSError through Arrow
             if isinstance(e, duckdb.Error) or str(e).startswith("Out of Memory Error"):
                 raise query_error(e) from None
             raise
         written.append(target)
     return written
-
-
-def _sql_path(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def export_timeline(run: Run, target: Path | str) -> Path:

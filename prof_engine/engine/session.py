@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine import schema
+from prof_engine._sql import literal
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
@@ -29,10 +30,6 @@ from prof_engine.store.manifest import (
     run_ranks,
 )
 from prof_engine.store.partitions import NULL_PARTITION, hive_types
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _ident(name: str) -> str:
@@ -312,7 +309,7 @@ def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table
 
 def _file_list(files: list[Path]) -> str:
     """`files` as a DuckDB list literal of paths (for read_parquet, parquet_schema, parquet_metadata)."""
-    return "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    return "[" + ", ".join(literal(str(f)) for f in files) + "]"
 
 
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:
@@ -433,7 +430,7 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
             _create_table(con, f"_empty_{name}", table)
             src = f"_empty_{name}"
         con.execute(f"CREATE VIEW {name} AS SELECT {cols} FROM {src}{where}")
-        con.execute(f"COMMENT ON VIEW {name} IS {_quote(table.description)}")
+        con.execute(f"COMMENT ON VIEW {name} IS {literal(table.description)}")
     return final, in_order
 
 
@@ -443,7 +440,7 @@ def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
     except duckdb.Error as e:
         raise QueryError(f"queries/{view.path.name}: {e}") from None
     if view.public:
-        con.execute(f'COMMENT ON VIEW "{view.name}" IS {_quote(view.answers)}')
+        con.execute(f'COMMENT ON VIEW "{view.name}" IS {literal(view.answers)}')
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None,
@@ -487,7 +484,7 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
         _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
-        con.execute(f"COMMENT ON VIEW {name} IS {_quote(schema.stored_tables()[name].description)}")
+        con.execute(f"COMMENT ON VIEW {name} IS {literal(schema.stored_tables()[name].description)}")
 
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,

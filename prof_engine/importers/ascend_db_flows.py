@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from prof_engine._sql import literal
+
 TASK_KINDS = ("kernel", "memcpy")  # the tasks that end arrows (with communication ops)
 
 Ends = Callable[[str, tuple], tuple[str, str | None, str | None]]  # (source, row) → device, pid, tid
@@ -86,7 +88,7 @@ def _finishes(db: Any, task_kind: Callable[[str, bool], str]) -> list[_Records]:
     if db.offers("TASK", "connectionId", "startNs", "globalTaskId"):
         t = partial(db.col, "t", "TASK")
         types = [v for (v,) in db.rows(f"SELECT DISTINCT s.value FROM TASK t JOIN STRING_IDS s ON s.id = {t('taskType')}")]
-        kept = ", ".join("'" + str(v).replace("'", "''") + "'" for v in types if task_kind(str(v), False) in TASK_KINDS)
+        kept = ", ".join(literal(v) for v in types if task_kind(str(v), False) in TASK_KINDS)
         listed = ("EXISTS (SELECT 1 FROM COMPUTE_TASK_INFO k WHERE k.globalTaskId = t.globalTaskId)"
                   if db.offers("COMPUTE_TASK_INFO", "globalTaskId") else "0")
         finishes.append(_Records("TASK", f"FROM TASK t LEFT JOIN STRING_IDS s ON s.id = {t('taskType')} "

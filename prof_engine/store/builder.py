@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._allocator import fix_mmap_threshold
 from prof_engine._resources import data_dir
+from prof_engine._sql import literal
 from prof_engine.errors import InputError, RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
@@ -173,7 +174,7 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         staged = sorted(str(p) for p in (Path(staging) / name).glob("*.parquet"))
         if staged:
             with_files.add(name)
-            paths = ", ".join(_sql_text(p) for p in staged)
+            paths = ", ".join(literal(p) for p in staged)
             con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
                         f"file_row_number AS _row FROM read_parquet([{paths}])")
         else:
@@ -242,10 +243,6 @@ def _summary(con: duckdb.DuckDBPyConnection, slices: str) -> dict[str, Any]:
     }
 
 
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
     """Devices, steps and time span of the slices written under `root`, for the manifest (as
     `staged_summary` sums them up for the records finalize.sql finalised)."""
@@ -254,7 +251,7 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
     for name in ("_classify.sql", "store/manifest.sql"):
         con.execute((data_dir("queries") / name).read_text())
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({_sql_text(f'{root}/slices/**/*.parquet')}, "
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({literal(f'{root}/slices/**/*.parquet')}, "
                 f"hive_partitioning=true, hive_types = {hive_types(files)})")
     return _summary(con, "_written_slices")
 

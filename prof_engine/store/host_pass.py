@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from prof_engine._native import load
+from prof_engine._sql import literal
 
 SORTED = "SELECT * FROM _host_input ORDER BY rank, pid, tid, ts, dur DESC, id"
 THREAD = ("rank", "pid", "tid")
@@ -75,7 +76,7 @@ def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     finally:
         if writer is not None:
             writer.close()
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _host AS SELECT * FROM read_parquet('{_sql_text(path)}')")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _host AS SELECT * FROM read_parquet({literal(path)})")
 
 
 class _Lanes:
@@ -123,10 +124,6 @@ def _create_step_at(con: duckdb.DuckDBPyConnection, state: _NativePass | _Python
 
 def _int64(column: pa.Array) -> pa.Array:
     return column.cast(pa.int64()) if column.type != pa.int64() else column
-
-
-def _sql_text(path: Path) -> str:
-    return str(path).replace("'", "''")
 
 
 def _address(column: pa.Array, width: int = 8) -> int:
