@@ -51,13 +51,13 @@ FINALIZE_BYTES_PER_RECORD = 40
 # The share of that limit DuckDB has while the finalised tables are copied out (`finalize_unit`):
 # the copy streams, and what it holds in DuckDB is the slices' computed columns being sorted into
 # staging order, which spill as well at less, while Arrow's batches and the partition writers hold
-# memory beside DuckDB's. A 329 MB trace's import peaked at 285-288 MiB of RSS in the copy at 80 MB
-# (the issue's bound is 300 MB = 286 MiB), at 272-274 MiB at 64 MB in the same time, at 264-269 MiB
-# at 48 MB, 0.1 s slower; at 32 MB it ran out of memory. What the copy needs grows with the records
-# (~25 B each): at 600 MB of JSON (2 M records, an 80 MB limit) it ran out at 0.65 (52 MB), so 0.8
-# keeps ~1.3x of it wherever the limit is 40 B per record. Not the host pass's sort: at 46 MB it ran
-# out of memory.
-COPY_MEMORY_SHARE = 0.8
+# memory beside DuckDB's. What the sort needs grows with the records: at 0.65 of 80 MB a 600 MB
+# trace (2 M records) once ran out of memory, when the sorted rows carried each record's id, rank
+# and time. Without them (~20 B less per record), 0.6 holds at 600 MB, 1 GB (3.4 M records, 136 MB)
+# and 10 GB (34 M records, at the 896 MB cap), 0.5 at 1 GB, in the same time as 0.8, and the copy's
+# peak is 12-15 MiB lower (329 MB through the CLI: 266-276 MiB instead of 281-290; the issue's
+# bound is 300 MB = 286 MiB). Not the host pass's sort: at 46 MB it ran out of memory.
+COPY_MEMORY_SHARE = 0.6
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
 # 16 threads, and took 3.7-4.0 s at 4, 3.8-4.1 s at 8, 4.0-4.4 s at 2 (peak RSS 292-304 MiB).
