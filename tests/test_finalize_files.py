@@ -12,7 +12,7 @@ from prof_engine.store.builder import finalize_unit
 
 
 def stage(staging, file: int, first_id: int) -> None:
-    """A step record (step 7) and two host ops in it, on file `file`'s own clock."""
+    """A step record (step 7), two host ops in it and three marks, on file `file`'s own clock."""
     table = schema.tables()["slices"]
     rows = {c: [] for c in table.column_names}
     for n, (kind, name, ts, dur) in enumerate([("step", "ProfilerStep#7", 100, 1000), ("host_op", "aten::mm", 200, 300),
@@ -31,7 +31,8 @@ def stage(staging, file: int, first_id: int) -> None:
     sink.close()
 
 
-def finalised(tmp_path, files: list[tuple[int, int, int]]) -> list[tuple]:
+def finalised(tmp_path, files: list[tuple[int, int, int]]) -> tuple[list[tuple], list[tuple]]:
+    """Two files staged and finalised as `files` lists them: their slices and marks as written."""
     unit = tmp_path / "unit"
     for file, first_id in ((0, 10), (1, 20)):
         stage(unit / "staging", file, first_id)
