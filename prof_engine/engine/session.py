@@ -309,7 +309,7 @@ def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table
 
 def _file_list(files: list[Path]) -> str:
     """`files` as a DuckDB list literal of paths (for read_parquet, parquet_schema, parquet_metadata)."""
-    return "[" + ", ".join(literal(str(f)) for f in files) + "]"
+    return "[" + ", ".join(literal(f) for f in files) + "]"
 
 
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:

@@ -266,9 +266,9 @@ CREATE OR REPLACE TEMP VIEW final_flows AS SELECT * FROM _point_records('staging
 -- with the details' own text columns, DuckDB's plan for the pairing took 20-60 MiB above its
 -- memory limit at 1 M records.
 CREATE OR REPLACE TEMP TABLE _comm_place AS
-SELECT s.id, r.rank::INTEGER AS rank, s.device, f.step
-FROM _fill_slices f JOIN staging_slices s ON s._part = f._part AND s._row = f._row JOIN files r ON r.file = s.rank
-WHERE s.id IN (SELECT slice_id FROM staging_comm);
+SELECT s.id, file_rank(s.rank) AS rank, s.device, f.step
+FROM _fill_slices f JOIN staging_slices s ON s._part = f._part AND s._row = f._row
+WHERE file_rank(s.rank) IS NOT NULL AND s.id IN (SELECT slice_id FROM staging_comm);
 
 CREATE OR REPLACE TEMP VIEW final_comm AS
 SELECT c.* EXCLUDE (_part, _row) REPLACE (p.rank AS rank, p.device AS device, p.step AS step)
