@@ -65,12 +65,12 @@ def _build(target: Path) -> None:
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
     lib.pe_scan.restype = i64
-    lib.pe_scan.argtypes = [ctypes.c_char_p, i64, i64, i32, i64, ctypes.c_char_p, i32, ctypes.c_char_p, i32,
+    lib.pe_scan.argtypes = [p, i64, i64, i32, i64, ctypes.c_char_p, i32, ctypes.c_char_p, i32,
                             p, p, p, p, ctypes.POINTER(ScanResult)]
     lib.pe_gather.restype = i64
-    lib.pe_gather.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, p, p, ctypes.POINTER(i64)]
+    lib.pe_gather.argtypes = [p, p, p, p, i64, i32, p, p, p, p, ctypes.POINTER(i64)]
     lib.pe_gather_i64.restype = i64
-    lib.pe_gather_i64.argtypes = [ctypes.c_char_p, p, p, p, i64, i32, p, p, ctypes.POINTER(i64)]
+    lib.pe_gather_i64.argtypes = [p, p, p, p, i64, i32, p, p, ctypes.POINTER(i64)]
     lib.pe_host_new.restype = p
     lib.pe_host_new.argtypes = [i64, p, p, p, p, p]
     lib.pe_host_free.restype = None

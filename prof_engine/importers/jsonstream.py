@@ -108,6 +108,19 @@ class ChromeTraceReader:
             self.progress(len(data))
         return data
 
+    def _readinto(self, f: BinaryIO, into: memoryview) -> int:
+        """`_read` into `into` (filled unless the file ends); the number of bytes read."""
+        got = 0
+        while got < len(into):
+            n = f.readinto(into[got:])
+            if not n:
+                break
+            got += n
+        self.bytes_read += got
+        if self.progress and got:
+            self.progress(got)
+        return got
+
     def _open_array(self, f: BinaryIO) -> bytes:
         """Read up to the event array's '[' (the object's keys before it go to `header`); return
         what was read after it."""
