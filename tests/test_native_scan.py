@@ -152,11 +152,15 @@ def _convert(path: Path, native: bool, chunk_bytes: int) -> dict[str, list]:
     return {"header": reader.header, "counts": conv.counts, "lanes": conv.lanes, **rows}
 
 
+@pytest.mark.parametrize("raw_utf8", [False, True], ids=["escaped", "raw-utf8"])
 @pytest.mark.parametrize("chunk_bytes, cap", [(7, 3), (100, 2), (4096, 5), (1 << 20, 1 << 15)])
-def test_any_read_size_and_table_size(tmp_path, monkeypatch, chunk_bytes, cap):
-    """Reads cut events, strings, escapes and numbers anywhere; a small CAP makes many scan calls per read."""
+def test_any_read_size_and_table_size(tmp_path, monkeypatch, chunk_bytes, cap, raw_utf8):
+    """Reads cut events, strings, escapes, numbers and UTF-8 sequences anywhere; a small CAP makes
+    many scan calls per read."""
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _odd_events() * 3, "traceName": "x]}"}, indent=1))
+    events = _odd_events() + [x("\u7b97\u5b50 \U0001f525 caf\u00e9 " + "long name " * 4 + "\u00e9", BASE + 300, 1)]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events * 3, "traceName": "x]}"}, indent=1,
+                               ensure_ascii=not raw_utf8), encoding="utf-8")
     monkeypatch.setattr(scan, "CAP", cap)
     assert _convert(path, True, chunk_bytes) == _convert(path, False, chunk_bytes)
 

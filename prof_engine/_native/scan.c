@@ -62,37 +62,6 @@ static int utf8_length(const unsigned char *s, int64_t k, int64_t end) {
     return n;
 }
 
-/* Checks the unescaped bytes b[i, end) of a string: no control characters, valid UTF-8. Returns 0,
- * or BAD with p->err at the offending byte. */
-static int check_text(parser *p, int64_t i, int64_t end) {
-    const unsigned char *s = (const unsigned char *)p->b;
-    int64_t k = i;
-    /* 8 bytes at a time while all are printable ASCII: subtracting 0x20 from each byte sets its
-     * high bit where it is below 0x20 (a borrow only follows such a byte), and bytes of 0x80 and up
-     * have it set already */
-    for (; k + 8 <= end; k += 8) {
-        uint64_t w;
-        memcpy(&w, s + k, 8);
-        if (((w - 0x2020202020202020ULL) | w) & 0x8080808080808080ULL)
-            break;
-    }
-    for (; k < end; k++) {
-        if ((unsigned char)(s[k] - 0x20) < 0x60)
-            continue; /* printable ASCII */
-        if (s[k] < 0x20) {
-            p->err = k;
-            return BAD;
-        }
-        int n = utf8_length(s, k, end);
-        if (!n) {
-            p->err = k;
-            return BAD;
-        }
-        k += n - 1;
-    }
-    return 0;
-}
-
 /* b[k] == '\\', b[k + 1] == 'u': the UTF-16 code unit of the 4 hex digits after, NEED_MORE, or BAD. */
 static int hex4(parser *p, int64_t k) {
     if (k + 6 > p->len)
@@ -110,26 +79,62 @@ static int hex4(parser *p, int64_t k) {
     return unit;
 }
 
-/* b[i] == '"'; returns the offset after the closing quote. */
+/* The high bit of each byte of `w` that ends a string's plain text: '"', '\\', a control character
+ * (below 0x20) or a byte of 0x80 and up (UTF-8, checked on its own). Exact for the lowest such byte
+ * (a borrow only carries past a flagged byte), which is the one the caller takes. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static inline uint64_t special_bytes(uint64_t w) {
+    uint64_t q = w ^ (ONES * '"'), e = w ^ (ONES * '\\');
+    return (((q - ONES) & ~q) | ((e - ONES) & ~e) | (w - ONES * 0x20) | w) & HIGHS;
+}
+
+/* b[i] == '"'; returns the offset after the closing quote. One pass, 8 bytes at a time, over plain
+ * printable ASCII; the text is checked as it goes (no control characters, valid UTF-8, valid
+ * escapes). */
 static int64_t skip_string(parser *p, int64_t i) {
-    const char *b = p->b;
-    int64_t len = p->len;
-    i++;
+    const unsigned char *s = (const unsigned char *)p->b;
+    int64_t len = p->len, k = i + 1;
     for (;;) {
-        const char *q = memchr(b + i, '"', (size_t)(len - i));
-        if (!q)
+        for (; k + 8 <= len; k += 8) {
+            uint64_t w;
+            memcpy(&w, s + k, 8);
+            uint64_t m = special_bytes(w);
+            if (m) {
+                k += __builtin_ctzll(m) >> 3;
+                break;
+            }
+        }
+        for (; k < len; k++) {
+            unsigned char c = s[k];
+            if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+                break;
+        }
+        if (k >= len)
             return NEED_MORE;
-        int64_t end = q - b;
-        const char *bs = memchr(b + i, '\\', (size_t)(end - i));
-        if (!bs)
-            return check_text(p, i, end) ? BAD : end + 1;
-        /* an escape before the quote: step over it and look again */
-        int64_t k = bs - b;
-        if (check_text(p, i, k))
+        unsigned char c = s[k];
+        if (c == '"')
+            return k + 1;
+        if (c < 0x20) {
+            p->err = k;
             return BAD;
+        }
+        if (c >= 0x80) {
+            int need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
+            if (need > 1 && k + need > len)
+                return NEED_MORE; /* the rest of the character is in the next read */
+            int n = utf8_length(s, k, len);
+            if (!n) {
+                p->err = k;
+                return BAD;
+            }
+            k += n;
+            continue;
+        }
+        /* an escape */
         if (k + 1 >= len)
             return NEED_MORE;
-        char e = b[k + 1];
+        char e = (char)s[k + 1];
         if (e == 'u') {
             int unit = hex4(p, k);
             if (unit < 0)
@@ -141,7 +146,7 @@ static int64_t skip_string(parser *p, int64_t i) {
             if (unit >= 0xD800 && unit <= 0xDBFF) { /* a high surrogate: a low one must follow */
                 if (k + 8 > len)
                     return NEED_MORE;
-                int low = b[k + 6] == '\\' && b[k + 7] == 'u' ? hex4(p, k + 6) : BAD;
+                int low = s[k + 6] == '\\' && s[k + 7] == 'u' ? hex4(p, k + 6) : BAD;
                 if (low == NEED_MORE)
                     return NEED_MORE;
                 if (low < 0xDC00 || low > 0xDFFF) {
@@ -150,9 +155,9 @@ static int64_t skip_string(parser *p, int64_t i) {
                 }
                 k += 6;
             }
-            i = k + 6;
+            k += 6;
         } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-            i = k + 2;
+            k += 2;
         } else {
             p->err = k + 1;
             return BAD;
@@ -275,7 +280,7 @@ static int64_t skip_object(parser *p, int64_t i, int depth, sink *s, const keyse
         if (keys) {
             int32_t klen = (int32_t)(k1 - 1 - k0);
             for (int32_t k = 0; k < keys->n; k++)
-                if (keys->nlen[k] == klen && memcmp(keys->name[k], b + k0, (size_t)klen) == 0) {
+                if (keys->nlen[k] == klen && keys->name[k][0] == b[k0] && memcmp(keys->name[k], b + k0, (size_t)klen) == 0) {
                     slot = keys->slot[k];
                     break;
                 }
