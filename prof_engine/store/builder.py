@@ -227,19 +227,20 @@ def _canonical(batch: pa.RecordBatch, table: schema.Table) -> pa.RecordBatch:
 
 def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest."""
-    return _summary(con, "_s")
+    return _summary(con, "_s", "_step_records")
 
 
-def _summary(con: duckdb.DuckDBPyConnection, slices: str) -> dict[str, Any]:
-    """The manifest's devices, steps and time span of the view `slices` (queries/store/manifest.sql)."""
+def _summary(con: duckdb.DuckDBPyConnection, slices: str, steps: str | None = None) -> dict[str, Any]:
+    """The manifest's devices, steps and time span of the view `slices`, whose step records the view
+    `steps` holds (default: `slices`) (queries/store/manifest.sql)."""
     devices = con.execute(f"SELECT * FROM manifest_devices('{slices}')").fetchall()
-    steps = con.execute(f"SELECT * FROM manifest_steps('{slices}')").fetchall()
-    ((start, end),) = con.execute(f"SELECT * FROM manifest_span('{slices}')").fetchall()
+    step_rows = con.execute(f"SELECT * FROM manifest_steps('{steps or slices}')").fetchall()
+    starts, ends = [d[4] for d in devices if d[4] is not None], [d[5] for d in devices if d[5] is not None]
     return {
-        "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t in devices],
-        "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in steps],
-        "start_ns": start,
-        "end_ns": end,
+        "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t, _, _ in devices],
+        "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for r, s, a, b in step_rows],
+        "start_ns": min(starts, default=None),
+        "end_ns": max(ends, default=None),
     }
 
 

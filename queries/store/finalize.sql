@@ -12,7 +12,7 @@
 --                    also as the macros file_rank(file) and file_offset(file) (NULL: not listed).
 --   finalize_whole()  a macro: true when the staged records are every record of their ranks (an
 --                    import unit), false for a batch of a live run, whose waits stay NULL.
---   _s, _steps       from queries/store/stage.sql, run first;
+--   _s, _step_records, _steps  from queries/store/stage.sql, run first;
 --   _host            the host records but steps (`_host_input` of stage.sql) with their `step`,
 --                    `depth` and `parent_id` (steps 1 and 2), from prof_engine.store.host_pass,
 --                    run in between, which also defines
@@ -155,7 +155,7 @@ WHERE id IN (SELECT id FROM _named WHERE receive)
 UNION ALL
 SELECT rank, 'host', coalesce(stated_step, step), dur FROM _host WHERE id IN (SELECT id FROM _named WHERE receive);
 
-CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _s WHERE kind = 'step';
+CREATE OR REPLACE TEMP VIEW _lane_steps AS SELECT rank, step, ts FROM _step_records;
 
 CREATE OR REPLACE TEMP TABLE _lanes AS
 SELECT * FROM overlap_lanes('_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity));
@@ -227,7 +227,7 @@ SELECT _part, _row, step, depth, parent_id, NULL, launch_id, launch_name, launch
 FROM _device_fill;
 DROP TABLE _device_fill;
 INSERT INTO _fill_slices
-SELECT _part, _row, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _s WHERE kind = 'step'
+SELECT _part, _row, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _step_records
 UNION ALL
 SELECT s._part, s._row, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
