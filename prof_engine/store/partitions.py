@@ -63,6 +63,18 @@ DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "ta
                       "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
                    "row_group_size": ROW_GROUP_ROWS}
+# Statistics (min, max, NULLs) for the columns a view filters, groups or joins on: every column that
+# is not text (ranks, steps, times, ids: step filters skip row groups by them, and the run's reader
+# finds a file's rank by them), and the text columns of a few values that filters name. Those of
+# names, categories, threads, shapes and args would prune nothing (a row group holds many of each)
+# and took ~0.1 s of the ~0.8 s of CPU that writing a 329 MB trace's slices took.
+STATISTICS_TEXT = ("kind", "phase", "type")
+
+
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The columns of `schema` whose statistics a run's files hold (see `STATISTICS_TEXT`)."""
+    return [f.name for f in schema
+            if f.name in STATISTICS_TEXT or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
 
 
 def partition_dir(device: str, step: int | None = None, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
@@ -211,7 +223,8 @@ class _File:
                 # buffered: pyarrow writing to a path makes ~70 small writes and seeks per row group
                 self._sink = pa.output_stream(self.directory / f"part-{uuid.uuid4()}.parquet", buffer_size=1 << 20)
                 options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
-                self._writer = pq.ParquetWriter(self._sink, table.schema, **options)
+                self._writer = pq.ParquetWriter(self._sink, table.schema, **options,
+                                                write_statistics=statistics_columns(table.schema))
             self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         if last:
             self.close()
