@@ -1,5 +1,5 @@
 """The native helpers, built on first use into one library and loaded with ctypes: the trace
-scanner (`scan.c`) and the host pass of finalisation (`host_pass.c`).
+scanner (`scan.c`) and the host and lane passes of finalisation (`host_pass.c`, `lanes.c`).
 
 The library is compiled once per source version with the system C compiler (`$CC`, else `cc`)
 and kept beside this file, or under the user's cache directory where the package directory is
@@ -77,6 +77,14 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.pe_host_free.argtypes = [p]
     lib.pe_host_pass.restype = i64
     lib.pe_host_pass.argtypes = [p, i64, p, p, p, p, p, p, p, p, p, p, p, p]
+    lib.pe_lanes_new.restype = p
+    lib.pe_lanes_new.argtypes = []
+    lib.pe_lanes_free.restype = None
+    lib.pe_lanes_free.argtypes = [p]
+    lib.pe_lanes.restype = i64
+    lib.pe_lanes.argtypes = [p, i64, p, p, p, p, p, p, p, p]
+    lib.pe_lanes_finish.restype = i64
+    lib.pe_lanes_finish.argtypes = [p, p, p, p, p]
     lib.pe_step_at.restype = None
     lib.pe_step_at.argtypes = [p, i64, p, p, p, p]
     return lib

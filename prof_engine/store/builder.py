@@ -41,6 +41,7 @@ from prof_engine.errors import InputError, RunError
 from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.host_pass import host_pass
+from prof_engine.store.lane_pass import lane_pass
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -147,8 +148,8 @@ def memory_share(limit: str, share: float) -> str:
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True) -> set[str]:
-    """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass, then
-    `finalize.sql`): `files` lists (file index, rank, offset ns) of the staged units;
+    """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass,
+    `finalize.sql`, the lane pass, then `fill.sql`): `files` lists (file index, rank, offset ns) of the staged units;
     `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
     canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
@@ -187,6 +188,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
     host_pass(con, Path(staging) / "_host.parquet")
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
+    lane_pass(con, Path(staging) / "_lanes.parquet")
+    con.execute((data_dir("queries") / "store" / "fill.sql").read_text())
     return with_files
 
 

@@ -1,0 +1,123 @@
+"""The lane pass of finalisation (step 5 of `queries/store/finalize.sql`): the Overlap Analysis
+lanes of a rank's activity, `_lane_activity` (rank, device, step, type, s, e), into `_lanes`
+(the `lanes` table's columns).
+
+DuckDB sorts the activity by key (rank, device, step) and start and streams it out; one pass over
+that order (`prof_engine/_native/lanes.c`) gives each key's lanes, holding only the key's running
+reaches. The lanes go to a Parquet file beside the staged records, which the view `_lanes`
+reads (as the host pass does with `_host`). It is the algorithm of `interval_lanes`
+(queries/_intervals.sql), which the views run for runs that do not store lanes: its windows run
+on one thread, and at 329 MB of Kineto JSON (120 k kernels) the macro took ~0.25 s, the pass
+~0.05 s. Without the native library, the macro makes `_lanes` (the same rows).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from prof_engine._native import load
+from prof_engine._sql import literal
+from prof_engine.store.host_pass import BATCH_ROWS, _address, _int64, _Lanes
+
+KEY = ("rank", "device", "step")
+SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
+          "ORDER BY rank, device, step NULLS FIRST, s")
+# the lanes' names by number, as `overlap_lanes` (queries/_lanes.sql) names them
+TYPES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+SCHEMA = pa.schema([("rank", pa.int32()), ("device", pa.string()), ("step", pa.int64()), ("type", pa.string()),
+                    ("ts", pa.int64()), ("dur", pa.int64())])
+BY_MACRO = ("CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes('_lane_activity', "
+            "(SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity))")
+
+
+def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Create `_lanes` on `con` from `_lane_activity`: by the native pass into the Parquet file
+    `path` and a view over it, else by the SQL macro (a table)."""
+    lib = load()
+    if lib is None:
+        con.execute(BY_MACRO)
+        return
+    state = lib.pe_lanes_new()
+    if not state:
+        raise MemoryError("lane pass: out of memory")
+    keys = _Keys()
+    writer = pq.ParquetWriter(path, SCHEMA, compression="lz4", use_dictionary=["device", "type"])
+    try:
+        for batch in con.sql(SORTED).to_arrow_reader(BATCH_ROWS):
+            if batch.num_rows:
+                number = keys.of(batch)
+                b = batch.column("b").cast(pa.uint8())
+                s, e = _int64(batch.column("s")), _int64(batch.column("e"))
+                _write(writer, keys, *_run(lib, state, batch.num_rows, number, b, s, e))
+        _write(writer, keys, *_run(lib, state, 0, None, None, None, None))
+    finally:
+        writer.close()
+        lib.pe_lanes_free(state)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _lanes AS SELECT * FROM read_parquet({literal(path)})")
+
+
+class _Keys:
+    """Numbers the keys of a stream of batches sorted by key (from 1, as `_Lanes` numbers threads)
+    and keeps each key's values, to give the lanes back their rank, device and step."""
+
+    def __init__(self) -> None:
+        self._numbers = _Lanes(KEY)
+        self._chunks: list[pa.Table] = []
+        self._all: pa.Table | None = None
+
+    def of(self, batch: pa.RecordBatch) -> pa.Array:
+        before = self._numbers.lane  # the last key's number before this batch
+        number = self._numbers.of(batch)
+        previous = pa.concat_arrays([pa.array([before], pa.int64()), number.slice(0, len(number) - 1)])
+        starts = pc.indices_nonzero(pc.not_equal(number, previous))
+        if len(starts):
+            self._chunks.append(pa.Table.from_batches([batch.select(list(KEY)).take(starts)]))
+            self._all = None
+        return number
+
+    def values(self, numbers: pa.Array) -> list[pa.Array]:
+        """rank, device and step of the keys numbered `numbers`."""
+        if self._all is None:
+            self._all = pa.concat_tables(self._chunks).combine_chunks()
+        at = pc.subtract(numbers, 1)
+        return [self._all.column(k).chunk(0).take(at) if self._all.num_rows else pa.nulls(0) for k in KEY]
+
+
+def _run(lib: ctypes.CDLL, state: int, n: int, number, b, s, e) -> tuple[int, pa.Buffer, ...]:
+    """The pass over n rows (n = 0: the last key's end): (rows out, key, lane, s, e buffers)."""
+    room = 6 * n + 6
+    out = [pa.allocate_buffer(8 * room), pa.allocate_buffer(room), pa.allocate_buffer(8 * room),
+           pa.allocate_buffer(8 * room)]
+    addresses = [o.address for o in out]
+    if n:
+        got = lib.pe_lanes(state, n, _address(number), _address(b, 1), _address(s), _address(e), *addresses)
+    else:
+        got = lib.pe_lanes_finish(state, *addresses)
+    if got < 0:
+        raise RuntimeError("lane pass: activity out of order")
+    return (got, *out)
+
+
+def _write(writer: pq.ParquetWriter, keys: _Keys, n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer,
+           e: pa.Buffer) -> None:
+    if not n:
+        return
+    numbers = pa.Array.from_buffers(pa.int64(), n, [None, key])
+    ts, end = pa.Array.from_buffers(pa.int64(), n, [None, s]), pa.Array.from_buffers(pa.int64(), n, [None, e])
+    rank, device, step = keys.values(numbers)
+    writer.write_batch(pa.RecordBatch.from_arrays(
+        [rank, device, step, _types().take(pa.Array.from_buffers(pa.int8(), n, [None, lane])), ts, pc.subtract(end, ts)],
+        schema=SCHEMA))
+
+
+@cache
+def _types() -> pa.Array:
+    """`TYPES` as an array, built on first use (pyarrow would import pandas to build it at import)."""
+    return pa.array(TYPES, pa.string())
