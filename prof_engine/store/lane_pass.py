@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from prof_engine._native import load
 from prof_engine._sql import literal
-from prof_engine.store.host_pass import BATCH_ROWS, _address, _int64, _Lanes
+from prof_engine.store.host_pass import BATCH_ROWS, FILE_OPTIONS, _address, _int64, _Lanes
 
 KEY = ("rank", "device", "step")
 SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
@@ -48,7 +48,7 @@ def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     if not state:
         raise MemoryError("lane pass: out of memory")
     keys = _Keys()
-    writer = pq.ParquetWriter(path, SCHEMA, compression="lz4", use_dictionary=["device", "type"])
+    writer = pq.ParquetWriter(path, SCHEMA, **FILE_OPTIONS)
     try:
         for batch in con.sql(SORTED).to_arrow_reader(BATCH_ROWS):
             if batch.num_rows:
