@@ -95,7 +95,8 @@ class _Lanes:
         self.last: tuple | None = None
 
     def of(self, batch: pa.RecordBatch) -> pa.Array:
-        cols = [batch.column(c) for c in self.columns]
+        # (an ENUM column comes as a dictionary array, its dictionary the same in every batch)
+        cols = [c.indices if isinstance(c, pa.DictionaryArray) else c for c in (batch.column(n) for n in self.columns)]
         n = batch.num_rows
         first = tuple(c[0].as_py() for c in cols)
         changed = pa.array([first != self.last], pa.bool_())

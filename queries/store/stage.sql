@@ -29,9 +29,15 @@ GROUP BY rank, step;
 -- The host records but steps, with what the host pass and the statements after it read: `nests`
 -- for the records it nests (host ops, API calls and user ranges whose depth the source did not
 -- state); `stated_*` as the source gave them; the External id of host ops and the correlation id
--- of API calls, by which the device pass finds launchers. (rank, pid, tid) is a record's thread.
+-- of API calls, by which the device pass finds launchers. (rank, pid, tid) is a record's thread;
+-- pid and tid as ENUMs of the host's values, so that the host pass's sort by thread carries and
+-- compares a small integer for each instead of text (at 329 MB of JSON the sort spilled 7 MB
+-- instead of 18 at its 80 MB, and took ~0.27 s instead of ~0.4).
+CREATE OR REPLACE TYPE _host_pid AS ENUM (SELECT DISTINCT pid FROM _s WHERE device = 'host' AND pid IS NOT NULL);
+CREATE OR REPLACE TYPE _host_tid AS ENUM (SELECT DISTINCT tid FROM _s WHERE device = 'host' AND tid IS NOT NULL);
+
 CREATE OR REPLACE TEMP VIEW _host_input AS
-SELECT _part, _row, id, rank, pid, tid, ts, dur,
+SELECT _part, _row, id, rank, pid::_host_pid AS pid, tid::_host_tid AS tid, ts, dur,
        (kind IN ('host_op', 'api') OR (kind = 'user_range' AND depth IS NULL))::UTINYINT AS nests,
        kind = 'host_op' AS is_host_op, kind = 'comm' AS is_comm, kind = 'user_range' AND depth IS NULL AS is_nested_range,
        step AS stated_step, depth AS stated_depth, parent_id AS stated_parent_id,
