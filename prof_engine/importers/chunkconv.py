@@ -67,6 +67,18 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
         _instants(conv, chunk, pc.and_(pc.is_in(ph, _set("instant")), has_ts), ts)
 
 
+@cache
+def _counting(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 (int64), built once per size."""
+    return pa.array(range(n), pa.int64())
+
+
+def _ids(first: int, n: int) -> pa.Array:
+    """first, first + 1, ..., first + n - 1: Arrow's addition over a counting array built once, not a
+    Python range each chunk (~2 ms of the converter's thread per chunk)."""
+    return pc.add(_counting(1 << max(n - 1, 0).bit_length()).slice(0, n), pa.scalar(first, pa.int64()))
+
+
 def _emit(conv: ChromeConverter, table: str, columns: dict[str, pa.Array]) -> None:
     """Send a batch to the sink after what the table's row buffers hold (ids stay in order)."""
     conv.tables[table].flush()
@@ -151,7 +163,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     if not pc.all(objects).as_py():  # args that are a number or a list name nothing: none
         args = pc.if_else(objects, args, pa.scalar(None, args.type))
     _emit(conv, "slices", {
-        "id": pa.array(range(first, first + n), pa.int64()),
+        "id": _ids(first, n),
         "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
         "device": devices, "step": steps, "kind": kinds, "name": names, "category": cats,
         "ts": ts_all.take(rows), "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
