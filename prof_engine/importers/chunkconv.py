@@ -126,7 +126,7 @@ def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
 
 
 def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
-    rows = pc.indices_nonzero(mask)
+    rows = pc.indices_nonzero(mask).cast(pa.int64())  # as `Chunk.column` takes them (once, not per column)
     cats = chunk.column("cat", TEXT, rows)
     skipped = pc.fill_null(pc.is_in(cats, _set("skipped")), False)
     if pc.any(skipped).as_py():
@@ -185,7 +185,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
 
 
 def _flows(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array, ph: pa.Array) -> None:
-    rows = pc.indices_nonzero(mask)
+    rows = pc.indices_nonzero(mask).cast(pa.int64())
     n = len(rows)
     if not n:
         return
@@ -200,7 +200,7 @@ def _flows(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array
 
 def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
     """`[memory]` instants become allocator rows, a column at a time; others are marks, one by one."""
-    rows = pc.indices_nonzero(mask)
+    rows = pc.indices_nonzero(mask).cast(pa.int64())
     if not len(rows):
         return
     names = pc.fill_null(chunk.column("name", TEXT, rows), "")

@@ -97,7 +97,7 @@ class Chunk:
         starts = ctypes.addressof(s.starts) + slot * CAP * 8
         lens = ctypes.addressof(s.lens) + slot * CAP * 4
         if rows is not None:
-            rows = rows.cast(pa.int64())
+            rows = rows if rows.type == pa.int64() else rows.cast(pa.int64())  # (callers cast once per chunk)
             n, rows_ptr = len(rows), rows.buffers()[1].address + rows.offset * 8
         else:
             n, rows_ptr = self.n, None
