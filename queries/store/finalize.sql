@@ -100,8 +100,8 @@ CREATE OR REPLACE TEMP TABLE _api_by_corr AS
 SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent FROM _host
 WHERE api_correlation IS NOT NULL GROUP BY ALL;
 
--- Device records but steps: their launcher (by External id, then by correlation), the
--- launcher's step, then their own step (a statement each, for the same reason).
+-- Device records but steps: their launcher (by External id, then by correlation), then the
+-- launcher's step, else their own (a statement per join, for the same reason).
 CREATE OR REPLACE TEMP TABLE _by_ext AS
 SELECT d._part, d._row, d.id, d.rank, d.device, d.kind, d.stream, d.ts, d.dur, d.step AS stated_step, d.depth,
        d.parent_id, d.correlation, o.op_id
@@ -117,13 +117,9 @@ DROP TABLE _by_ext;
 DROP TABLE _op_by_flow;
 DROP TABLE _api_by_corr;
 
-CREATE OR REPLACE TEMP TABLE _launcher_step AS
-SELECT l.*, h.step AS launcher_step FROM _launched l LEFT JOIN _host h ON h.id = l.launch_id;
-DROP TABLE _launched;
-
 CREATE OR REPLACE TEMP TABLE _device AS
-SELECT l.* EXCLUDE (launcher_step), coalesce(l.launcher_step, step_at(l.rank, l.ts)) AS step FROM _launcher_step l;
-DROP TABLE _launcher_step;
+SELECT l.*, coalesce(h.step, step_at(l.rank, l.ts)) AS step FROM _launched l LEFT JOIN _host h ON h.id = l.launch_id;
+DROP TABLE _launched;
 
 -- The only text finalisation reads before the final pass, in one scan: the names of communication
 -- records (receive ops are the step breakdown's bubble) and the name, input shapes and types of
