@@ -6,19 +6,17 @@ A run holds each table as `<table>/device=<d>/part-<uuid>.parquet`, the step a c
 reader more than a row group does (opening it, reading its footer: on 10 M device records,
 api_statistic took 0.88 s over 1,736 files of one row group each, 0.63 s over 10 files with the
 same row groups), and most of a step's records are a few hundred rows. So a partition's records
-go to one file, open while records keep coming, in row groups of up to half of `budget_bytes`,
+go to one file, open while records keep coming, in row groups of up to `budget_bytes` of records,
 each a range of steps in staging order (mostly time order), which a step filter skips by their
 statistics. The `PartitionWriter`:
 
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
-* writes a partition's waiting records as a row group of its file when more than half of
-  `budget_bytes` wait (the least recently added partitions first), and writes them and closes the
-  file once no batch has added to the partition for a while;
+* writes a partition's waiting records as a row group of its file when more than `budget_bytes`
+  wait (the least recently added partitions first), and writes them and closes the file once no
+  batch has added to the partition for a while;
 * writes on a thread pool, beside the thread that streams the batches in, and waits for the
   writes while what waits and what is being written together pass `budget_bytes`: records stay
-  in memory until their row group is written, so that sum is what the writer holds. Half of it
-  is written while the other half fills: with row groups of the whole budget, the stream waited
-  for each one's write (at 329 MB of JSON, ~1 s of its ~1.5 s), and the copy took ~0.12 s longer.
+  in memory until their row group is written, so that sum is what the writer holds.
 
 A partition whose records come back after its file was closed gets a second file: every file
 holds whole records and `part-*.parquet` is the layout's glob, so readers see the same rows.
@@ -50,7 +48,7 @@ from prof_engine.schema import PARTITION_KEYS
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 ROW_GROUP_ROWS = 122_880  # DuckDB's default row group: large partitions get several
 IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written and its file closed
-# Records a writer holds, waiting and being written (half of it the most a row group holds). Files of
+# Records a writer holds, waiting and being written: also the most a row group holds. Files of
 # 16 MB of records, waiting and being written capped apart (32 MB in all), made a 329 MB trace's
 # import peak at 306-309 MiB of RSS; at 8 MB for both together, 294-297 (the issue's bound there
 # is 300 MB = 286 MiB).
@@ -65,18 +63,6 @@ DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "ta
                       "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
                    "row_group_size": ROW_GROUP_ROWS}
-# Statistics (min, max, NULLs) for the columns a view filters, groups or joins on: every column that
-# is not text (ranks, steps, times, ids: step filters skip row groups by them, and the run's reader
-# finds a file's rank by them), and the text columns of a few values that filters name. Those of
-# names, categories, threads, shapes and args would prune nothing (a row group holds many of each)
-# and took ~0.1 s of the ~0.8 s of CPU that writing a 329 MB trace's slices took.
-STATISTICS_TEXT = ("kind", "phase", "type")
-
-
-def statistics_columns(schema: pa.Schema) -> list[str]:
-    """The columns of `schema` whose statistics a run's files hold (see `STATISTICS_TEXT`)."""
-    return [f.name for f in schema
-            if f.name in STATISTICS_TEXT or not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
 
 
 def partition_dir(device: str, step: int | None = None, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
@@ -155,11 +141,11 @@ class PartitionWriter:
 
     def _write_some(self) -> None:
         """Write and close the partitions no recent batch added to, then write the least recently
-        added ones while more than half of the budget waits; then wait for the writes while they
-        and what waits hold more than the budget."""
+        added ones while more than the budget waits; then wait for the writes while they and what
+        waits hold more than the budget."""
         for key in [k for k, n in self._touched.items() if self._batches - n >= IDLE_BATCHES]:
             self._flush(key, last=True)
-        while self._waiting and self._waiting_bytes > self.budget // 2:
+        while self._waiting and self._waiting_bytes > self.budget:
             self._flush(next(iter(self._waiting)))
         while self._writing and self._writing_bytes() + self._waiting_bytes > self.budget:
             self._writing[0][0].result()
@@ -225,8 +211,7 @@ class _File:
                 # buffered: pyarrow writing to a path makes ~70 small writes and seeks per row group
                 self._sink = pa.output_stream(self.directory / f"part-{uuid.uuid4()}.parquet", buffer_size=1 << 20)
                 options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
-                self._writer = pq.ParquetWriter(self._sink, table.schema, **options,
-                                                write_statistics=statistics_columns(table.schema))
+                self._writer = pq.ParquetWriter(self._sink, table.schema, **options)
             self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         if last:
             self.close()
