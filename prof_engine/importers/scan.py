@@ -65,8 +65,8 @@ class _Spans:
 class _Buffer:
     """A read buffer the scanner reuses: the file's text in `view[:used]`, at `address` for the C
     calls. Reading into a few such buffers instead of joining each read to the rest of the last
-    (new bytes objects of ~8 MB each, faulted in page by page) took the scanner's thread 0.2 s less
-    at 329 MB of JSON."""
+    (new bytes objects of ~8 MB each, faulted in page by page) took the scanner's thread ~0.06 s
+    less at 329 MB of JSON (0.85 → 0.79 s)."""
 
     def __init__(self, size: int) -> None:
         self.data = bytearray(size)

@@ -149,8 +149,8 @@ def memory_share(limit: str, share: float) -> str:
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass,
-    `finalize.sql`, the lane pass, then `fill.sql`): `files` lists (file index, rank, offset ns) of the staged units;
-    `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
+    `finalize.sql`, the lane pass, then `fill.sql`): `files` lists (file index, rank, offset ns)
+    of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
     canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
     records are every record of their ranks (an import unit; not a batch of a live run), so what
