@@ -93,6 +93,7 @@ class _Lanes:
         self.columns = columns
         self.lane = 0
         self.last: tuple | None = None
+        self.changed: pa.Array | None = None  # of the last batch: where a new lane starts
 
     def of(self, batch: pa.RecordBatch) -> pa.Array:
         # (an ENUM column comes as a dictionary array, its dictionary the same in every batch)
@@ -107,6 +108,7 @@ class _Lanes:
                 d = pc.fill_null(pc.not_equal(c[tail], c[head]), pc.xor(pc.is_null(c[tail]), pc.is_null(c[head])))
                 differ = d if differ is None else pc.or_(differ, d)
             changed = pa.concat_arrays([changed, differ])
+        self.changed = changed
         lanes = pc.add(pc.cumulative_sum(changed.cast(pa.int64())), self.lane)
         self.lane = lanes[-1].as_py()
         self.last = tuple(c[n - 1].as_py() for c in cols)

@@ -73,10 +73,8 @@ class _Keys:
         self._all: pa.Table | None = None
 
     def of(self, batch: pa.RecordBatch) -> pa.Array:
-        before = self._numbers.lane  # the last key's number before this batch
         number = self._numbers.of(batch)
-        previous = pa.concat_arrays([pa.array([before], pa.int64()), number.slice(0, len(number) - 1)])
-        starts = pc.indices_nonzero(pc.not_equal(number, previous))
+        starts = pc.indices_nonzero(self._numbers.changed)
         if len(starts):
             self._chunks.append(pa.Table.from_batches([batch.select(list(KEY)).take(starts)]))
             self._all = None
@@ -87,7 +85,7 @@ class _Keys:
         if self._all is None:
             self._all = pa.concat_tables(self._chunks).combine_chunks()
         at = pc.subtract(numbers, 1)
-        return [self._all.column(k).chunk(0).take(at) if self._all.num_rows else pa.nulls(0) for k in KEY]
+        return [self._all.column(k).chunk(0).take(at) for k in KEY]
 
 
 def _run(lib: ctypes.CDLL, state: int, n: int, number, b, s, e) -> tuple[int, pa.Buffer, ...]:
