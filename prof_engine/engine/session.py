@@ -88,6 +88,10 @@ MEMORY_LIMIT_ENV = "PROF_ENGINE_MEMORY_LIMIT"
 # does not list or lists otherwise: `bf16=989.4,fp8=1979`.
 PEAK_TFLOPS_ENV = "PROF_ENGINE_PEAK_TFLOPS"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+# Files of queries/ that opening a run does not run: their table macros are bound at creation (a
+# macro has no deferred binding), and binding `show`'s summaries, which read most of the views,
+# took ~0.13 s of every open. `Run.summary` creates them at its first call.
+ON_DEMAND = ("_summary",)
 
 
 def given_peaks(peak_tflops: Mapping[str, float | str] | None = None) -> dict[str, float]:
@@ -186,6 +190,7 @@ class Run:
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
+        self._on_demand: set[str] = set()  # the files of ON_DEMAND created so far
         try:
             attach(self.con, self.path, self.manifest, self.steps, peak_tflops)
         except BaseException:
@@ -226,7 +231,11 @@ class Run:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
         advice where the run has findings; with `more` (the report), framework ops, the streams' idle
         gaps by cause, the matrix multiplies' and convolutions' FLOPS, communication by op type,
-        memory peaks and the ops that allocated most where the run has them."""
+        memory peaks and the ops that allocated most where the run has them. (The first call
+        defines the `summary_*` table macros it reads, which `sql` may then use as well.)"""
+        if "_summary" not in self._on_demand:
+            _create(self.con, definitions()["_summary"])
+            self._on_demand.add("_summary")
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
@@ -434,9 +443,25 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     return final, in_order
 
 
+_DEFERS_BINDING: list[bool] = []  # once known: whether this DuckDB takes `WITH (DEFER_BINDING)`
+
+
+def defers_binding(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this DuckDB creates a view without binding it (`views.defer_binding`, DuckDB 2.0;
+    older versions bind every view at its creation)."""
+    if not _DEFERS_BINDING:
+        try:
+            con.execute("CREATE OR REPLACE TEMP VIEW _defer_probe WITH (DEFER_BINDING) AS SELECT 1")
+            con.execute("DROP VIEW _defer_probe")
+            _DEFERS_BINDING.append(True)
+        except duckdb.Error:
+            _DEFERS_BINDING.append(False)
+    return _DEFERS_BINDING[0]
+
+
 def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
     try:
-        con.execute(view.statements())
+        con.execute(view.statements(defer=defers_binding(con)))
     except duckdb.Error as e:
         raise QueryError(f"queries/{view.path.name}: {e}") from None
     if view.public:
@@ -481,7 +506,8 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
     }.items():
         con.execute(f"CREATE OR REPLACE MACRO {macro}() AS {str(bool(value)).lower()}")
     for view in definitions().values():
-        _create(con, view)
+        if view.name not in ON_DEMAND:
+            _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
         con.execute(f"COMMENT ON VIEW {name} IS {literal(schema.stored_tables()[name].description)}")

@@ -24,6 +24,17 @@ from prof_engine._resources import data_dir
 _KEY = re.compile(r"^--\s*(answers|matches|requires):\s?(.*)$")
 _COLUMN = re.compile(r"^--\s*column\s+`([^`]+)`\s+([A-Z][A-Z0-9_(), ]*?):\s*(.*)$")
 _CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
+# A view's CREATE up to its AS (`CREATE OR REPLACE TEMP VIEW "name" AS`), for `defer_binding`.
+_CREATE_VIEW = re.compile(r'\b(CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?'
+                          r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b', re.IGNORECASE)
+
+
+def defer_binding(sql: str) -> str:
+    """`sql` with each CREATE VIEW marked `WITH (DEFER_BINDING)` (DuckDB 2.0): DuckDB then parses
+    the view and binds it where a query first reads it, instead of binding it, and every view it
+    reads, at its creation (the views of queries/ read each other dozens of levels deep: binding
+    them all took ~0.7 s of every `prof_engine.open`, whichever view was then asked for)."""
+    return _CREATE_VIEW.sub(r"\1 WITH (DEFER_BINDING) AS", sql)
 
 
 @dataclass(frozen=True)
@@ -52,11 +63,11 @@ class ViewDef:
     def public(self) -> bool:
         return not self.name.startswith("_")
 
-    def statements(self) -> str:
-        """SQL that creates this view (public) or its macros and helpers (private)."""
-        if not self.public:
-            return self.sql
-        return f'CREATE OR REPLACE VIEW "{self.name}" AS\n{self.sql}'
+    def statements(self, defer: bool = False) -> str:
+        """SQL that creates this view (public) or its macros and helpers (private); with `defer`,
+        its views are bound at their first use (`defer_binding`)."""
+        sql = self.sql if not self.public else f'CREATE OR REPLACE VIEW "{self.name}" AS\n{self.sql}'
+        return defer_binding(sql) if defer else sql
 
 
 def parse(path: Path) -> ViewDef:

@@ -35,7 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine._resources import data_dir
-from prof_engine.engine.session import Result, Run, attach, connect, query_error
+from prof_engine.engine.session import Result, Run, attach, connect, defers_binding, query_error
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
@@ -126,7 +126,7 @@ class Batch:
 
     def _execute(self, view: ViewDef) -> None:
         try:
-            self.con.execute(view.statements())
+            self.con.execute(view.statements(defer=defers_binding(self.con)))
         except duckdb.Error as e:
             raise QueryError(f"queries/compare/{view.path.name}: {e}") from None
 
