@@ -40,10 +40,11 @@ CREATE OR REPLACE MACRO task_type(kind) AS
 -- Opening a run defines run_cann_args() from its manifest first; this default (read the args)
 -- is for a connection that did not.
 CREATE MACRO IF NOT EXISTS run_cann_args() AS true;
-CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(
+CREATE OR REPLACE MACRO api_arg_level(args) AS
     CASE WHEN run_cann_args() AND (contains(args, 'level') OR contains(args, '\u'))
-         THEN json_extract_string(args, '$.level') END,
-    CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END);
+         THEN json_extract_string(args, '$.level') END;
+CREATE OR REPLACE MACRO api_category_level(category) AS CASE WHEN category ILIKE '%driver%' THEN 'driver' ELSE 'runtime' END;
+CREATE OR REPLACE MACRO api_level(category, args) AS coalesce(api_arg_level(args), api_category_level(category));
 
 -- Name of a host API call as api_statistic reports it: CANN writes `<layer>@<api>`
 -- (`AscendCL@aclrtMemcpyAsync`, `Node@launch`, `Hccl@Launch_Ffts`), msprof reports `<api>`.

@@ -47,6 +47,32 @@ def test_api_level_reads_no_args_where_no_source_writes_levels(tmp_path):
         assert "READ_PARQUET" in plan and "args" not in plan
 
 
+def test_api_statistic_merges_the_names_and_steps_of_one_api(tmp_path):
+    """api_statistic counts calls in groups of what was recorded (step, category, name) and merges
+    those that are one API: `AscendCL@aclrtFree` and `aclrtFree` in two steps are one row whose
+    count, sum, extremes and population variance are those of all four calls together."""
+    import statistics
+
+    import prof_engine
+    from conftest import write_trace, x
+
+    durs = [2.0, 7.5, 11.0, 40.25]  # µs
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("ProfilerStep#2", 100, 100, cat="user_annotation"),
+              x("AscendCL@aclrtFree", 10, durs[0], cat="cuda_runtime"), x("aclrtFree", 30, durs[1], cat="cuda_runtime"),
+              x("aclrtFree", 110, durs[2], cat="cuda_runtime"), x("AscendCL@aclrtFree", 130, durs[3], cat="cuda_runtime"),
+              x("cudaMalloc", 150, 3, cat="cuda_driver")]
+    trace = write_trace(tmp_path / "t.json", events)
+    with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
+        rows = run.sql('SELECT "Level", "API Name", "Count", "Time(us)", "Avg(us)", "Min(us)", "Max(us)", "Variance" '
+                       'FROM api_statistic ORDER BY "API Name"').rows()
+        per_step = run.sql("SELECT step, sum(calls), sum(total) FROM _api_groups WHERE name = 'aclrtFree' "
+                           "GROUP BY step ORDER BY step").rows()
+    assert rows == [("runtime", "aclrtFree", 4, sum(durs), round(statistics.mean(durs), 3), 2.0, 40.25,
+                     round(statistics.pvariance(durs), 3)),
+                    ("driver", "cudaMalloc", 1, 3.0, 3.0, 3.0, 3.0, 0.0)]
+    assert per_step == [(1, 2, 9500), (2, 2, 51250)]  # what a comparison of runs sums per step
+
+
 @pytest.mark.parametrize("name, api", [("AscendCL@aclrtMemcpyAsync", "aclrtMemcpyAsync"), ("Node@launch", "launch"),
                                        ("cudaLaunchKernel", "cudaLaunchKernel"), ("a@b@c", "b@c")])
 def test_api_name_drops_the_layer_prefix(con, name, api):

@@ -3,7 +3,7 @@
 --   per rank, device and step (memory: per rank and device), built on the run's own views: a
 --   table macro per level, _compare_<level>(), created in each run's schema of a comparison
 --   session (prof_engine.engine.compare) and called there, so the views it reads are that run's.
--- requires: slices, step_trace, _op_calls, op_summary, _api_calls, communication, memory, _classify
+-- requires: slices, step_trace, _op_calls, op_summary, _api_groups, communication, memory, _classify
 -- Levels and items: `step` — the step time (device span, End − Start) and each step_trace lane;
 -- `op_type` — op types as op_statistic counts them (op type and core type); `op` — individual
 -- tasks of op_summary matched by name and input shapes; `api` — API calls as api_statistic
@@ -51,8 +51,8 @@ FROM op_summary WHERE _compare_counted("Step") GROUP BY ALL;
 
 CREATE OR REPLACE MACRO _compare_api() AS TABLE
 SELECT 'api' AS level, 'host' AS device_type, name AS item, level AS detail, rank, 'host' AS device, step,
-       sum(dur) / 1e3 AS value, count(*) AS calls
-FROM _api_calls WHERE _compare_counted(step) GROUP BY ALL;
+       sum(total) / 1e3 AS value, sum(calls)::BIGINT AS calls
+FROM _api_groups WHERE _compare_counted(step) GROUP BY ALL;
 
 CREATE OR REPLACE MACRO _compare_communication() AS TABLE
 SELECT 'communication' AS level, _compare_device_type("Device") AS device_type,
