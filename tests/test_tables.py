@@ -28,6 +28,16 @@ def test_write_csv_neutralises_and_matches_arrow(tmp_path):
     assert "'=SUM(A1)" in plain.getvalue().decode() and "'-2+3" in plain.getvalue().decode()
 
 
+@pytest.mark.parametrize("text_type", [pa.string(), pa.large_string()])
+def test_neutralise_prefixes_each_formula_start_and_nothing_else(text_type):
+    cells = ["=1+1", "+cmd", "-2", "@SUM(A1)", "\tx", "\rx", "a=b", "", None, "ŝ=", "1-2"]
+    table = pa.table({"t": pa.chunked_array([cells[:5], cells[5:]], text_type), "n": list(range(len(cells)))})
+    got = neutralise(table)
+    assert got.schema == table.schema
+    assert got.column("t").to_pylist() == ["'=1+1", "'+cmd", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "a=b", "", None, "ŝ=", "1-2"]
+    assert got.column("n").to_pylist() == list(range(len(cells)))
+
+
 def test_write_csv_raises_what_the_producer_raised(tmp_path):
     schema, batches = _batches()
 
