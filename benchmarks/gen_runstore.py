@@ -267,8 +267,11 @@ SELECT l.base + d.local AS id, l.rank, l.step, d.kind, d.name, d.stream,
        step_start(l.rank, l.step) + $PREP + l.b * $DEV_NS + d.ts AS ts,
        d.dur - d.dur * 15 * jit(l.base + d.local) // 100000 AS dur,
        l.base + d.api AS correlation, l.base + d.op AS launch_id,
-       h.name AS launch_name, h.shapes, h.types  -- finalize.sql copies them from the launcher
-FROM layers l, prog_dev d LEFT JOIN prog_host h ON h.local = d.op;
+       h.name AS launch_name, h.shapes, h.types,  -- finalize.sql copies them from the launcher
+       -- ... and the launching API call's name, start and duration (its id is the correlation)
+       a.name AS launch_api, step_start(l.rank, l.step) + $PREP + l.b * $HOST_NS + a.ts AS launch_api_ts,
+       a.dur - a.slack * jit(l.base + a.local) // 1000 AS launch_api_dur
+FROM layers l, prog_dev d LEFT JOIN prog_host h ON h.local = d.op LEFT JOIN prog_host a ON a.local = d.api;
 
 -- per step: the step slice, and the host waiting for the device at its end
 CREATE OR REPLACE TEMP VIEW gen_steps AS
@@ -308,7 +311,8 @@ SELECT h.id, h.rank::INTEGER AS rank, 'host' AS device, h.step, h.kind, h.name,
        h.depth, h.parent_id,
        -- finalize.sql's expression, so that the writer stores it as it stores an import's
        CASE WHEN h.kind = 'host_op' THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END AS self_dur,
-       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::BIGINT AS wait, h.shapes AS input_shapes, h.types AS input_types,
+       NULL::BIGINT AS launch_id, NULL::VARCHAR AS launch_name, NULL::BIGINT AS wait, NULL::VARCHAR AS launch_api,
+       NULL::BIGINT AS launch_api_ts, NULL::BIGINT AS launch_api_dur, h.shapes AS input_shapes, h.types AS input_types,
        CASE WHEN h.kind = 'api'
             THEN printf('{"External id": %d, "cbid": %d, "correlation": %d}', h.ext, cb.cbid, h.id)
             ELSE printf('{"External id": %d, "Record function id": %d}', h.ext, h.ext) END AS args
@@ -317,7 +321,8 @@ UNION ALL
 SELECT d.id, d.rank::INTEGER, 'gpu' || d.rank, d.step, d.kind, d.name,
        CASE d.kind WHEN 'memcpy' THEN 'gpu_memcpy' WHEN 'memset' THEN 'gpu_memset' ELSE 'kernel' END,
        NULL, NULL, d.ts, d.dur, d.rank::VARCHAR, d.stream::VARCHAR, d.stream, d.correlation, d.launch_id,
-       NULL, NULL, NULL, d.launch_id, d.launch_name, d.wait, d.shapes, d.types,
+       NULL, NULL, NULL, d.launch_id, d.launch_name, d.wait, d.launch_api, d.launch_api_ts, d.launch_api_dur,
+       d.shapes, d.types,
        CASE WHEN d.kind IN ('memcpy', 'memset')
             THEN printf('{"External id": %d, "device": %d, "context": 1, "stream": %d, "correlation": %d, "bytes": %d}',
                         d.launch_id, d.rank, d.stream, d.correlation, 134217728)
@@ -363,7 +368,9 @@ FROM (
 );
 """
 
-STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait")  # what finalize.sql derives (slices)
+# what finalize.sql derives (slices)
+STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
+          "launch_api_dur")
 FROM_LAUNCHER = ("input_shapes", "input_types")  # what it copies from the launcher into device records
 
 

@@ -14,7 +14,8 @@ SELECT t.id, t.rank, t.device, t.step, t.kind, t.name, t.ts, t.dur, t.stream, t.
        coalesce(t.op_type, t.launch_name, l.name, t.name) AS op_type,
        coalesce(t.task_type, task_type(t.kind)) AS task_type,
        coalesce(t.input_shapes, l.input_shapes) AS input_shapes,
-       coalesce(t.input_types, l.input_types) AS input_types, t.wait AS stored_wait
+       coalesce(t.input_types, l.input_types) AS input_types, t.wait AS stored_wait,
+       t.launch_api AS stored_launch_api, t.launch_api_ts AS stored_launch_ts, t.launch_api_dur AS stored_launch_dur
 FROM slices t
 LEFT JOIN (SELECT id, name, input_shapes, input_types FROM slices WHERE NOT run_launch_names()) l ON l.id = t.launch_id
 WHERE is_device_task(t.device, t.kind);

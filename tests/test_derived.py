@@ -1,7 +1,8 @@
 """What finalisation derives across a rank's records is stored at import, and views read it: the
 step breakdown's lanes (`lane_totals`, read by `step_trace`), the Overlap Analysis lanes (`lanes`,
-read by `overlap` and the timeline) and each device task's stream wait (`slices.wait`, read by
-`op_summary`). Runs without them (older schema, live collector runs)
+read by `overlap` and the timeline), each device task's stream wait (`slices.wait`, read by
+`op_summary`) and its launching API call (`slices.launch_api*`, read by kernel_launch, idle_time,
+queue_length and advice). Runs without them (older schema, live collector runs)
 compute the same from slices, with the same macros (queries/_lanes.sql, `stream_wait`): here the
 two paths are compared on real and synthetic runs, GPU and NPU, receive ops, records outside every
 step and CPU-only ranks."""
@@ -57,7 +58,8 @@ def run(request, tmp_path_factory):
 
 
 def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
-    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait", "lanes.sorted"]
+    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait", "slices.launch_api", "slices.launch_api_ts",
+                                       "slices.launch_api_dur", "lanes.sorted"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
     for stored_macro in ("run_lanes_stored", "run_overlap_stored"):  # as for a run without either
@@ -96,6 +98,27 @@ def test_op_summary_from_stored_waits_equals_the_computed_one(run):
         assert run.sql(query).rows() == stored
     finally:
         run.con.execute("CREATE OR REPLACE MACRO run_waits_stored() AS true")
+
+
+@pytest.mark.parametrize("view", ["kernel_launch", "idle_time", "queue_length", "advice"])
+def test_launch_views_from_stored_launch_calls_equal_the_joined_ones(run, view):
+    """Each task's launching API call, stored at import, gives the views what the ASOF join of
+    the tasks to every API call gives them (CANN runs: the innermost of the layers sharing an id)."""
+    query = f"SELECT * FROM {view} ORDER BY ALL"
+    stored = run.sql(query).rows()
+    # (the join's `any_time`: DuckDB plans small ASOF joins as a nested loop and a window)
+    assert "any_time" not in run.sql(f"EXPLAIN {query}").rows()[0][1]  # no join: folded away
+    run.con.execute("CREATE OR REPLACE MACRO run_launch_apis_stored() AS false")
+    try:
+        assert "any_time" in run.sql(f"EXPLAIN {query}").rows()[0][1]
+        assert run.sql(query).rows() == stored
+    finally:
+        run.con.execute("CREATE OR REPLACE MACRO run_launch_apis_stored() AS true")
+    if view == "kernel_launch":  # not both empty for want of links: a task with a call of its id is listed
+        linked = run.sql("SELECT count(DISTINCT t.id) FROM slices t JOIN slices c ON c.rank = t.rank "
+                         "AND c.correlation = t.correlation AND c.kind = 'api' "
+                         "WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset')").rows()[0][0]
+        assert len(stored) == linked
 
 
 def test_step_trace_reads_only_the_stored_lanes(run):

@@ -501,6 +501,8 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
         # ... and read in overlap's order, which then sorts nothing
         "run_lanes_in_order": "lanes" in in_order,
         "run_waits_stored": "slices.wait" in held,
+        # ... and each task's launching API call (schema 1.6 on): no join of the tasks to the calls
+        "run_launch_apis_stored": {"slices.launch_api", "slices.launch_api_ts", "slices.launch_api_dur"} <= held,
         # whether a rank may fall back to host ops: if none, those branches never scan them
         "run_host_only_ranks": host_only_ranks_possible(manifest),
     }.items():

@@ -242,7 +242,8 @@ class ChromeConverter:
         c["stream"].append(d.stream)
         c["correlation"].append(d.correlation)
         c["external_id"].append(_int(a.external_id))
-        for k in ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait"):
+        for k in ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
+                  "launch_api_dur"):
             c[k].append(None)
         c["input_shapes"].append(d.input_shapes)
         c["input_types"].append(d.input_types)
@@ -294,7 +295,8 @@ class ChromeConverter:
         c["correlation"].extend(_ints(_field(args, "correlation")))
         c["external_id"].extend(_ints(_field(args, "external_id")))
         nones = [None] * n
-        for k in ("op_type", "task_type", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait"):
+        for k in ("op_type", "task_type", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api",
+                  "launch_api_ts", "launch_api_dur"):
             c[k].extend(nones)
         c["input_shapes"].extend(_memo_column(_SHAPES, list(map(bytes, _field(args, "input_dims"))), shapes_text))
         c["input_types"].extend(_memo_column(_TYPES, list(map(bytes, _field(args, "input_type"))), _types_text))

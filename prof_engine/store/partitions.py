@@ -59,8 +59,8 @@ BUDGET_BYTES = 8 << 20
 # device records: 1.4 s instead of 2.8 s). Not for the others (times, ids, args): their
 # dictionaries would only grow to pyarrow's 1 MB limit and be dropped, at a cost in time and size.
 DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "task_type", "pid", "tid", "stream",
-                      "launch_name", "depth", "input_shapes", "input_types", "phase", "series", "scope", "op_name", "collective",
-                      "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
+                      "launch_name", "launch_api", "depth", "input_shapes", "input_types", "phase", "series", "scope",
+                      "op_name", "collective", "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
                    "row_group_size": ROW_GROUP_ROWS}
 

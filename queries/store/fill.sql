@@ -14,6 +14,8 @@ CREATE OR REPLACE TEMP TABLE _lane_totals AS SELECT * FROM step_lanes('_lanes', 
 -- stay narrow whatever the number of launchers.
 CREATE OR REPLACE TEMP TABLE _launcher_rows AS
 SELECT id, name, input_shapes, input_types FROM _named WHERE launcher;
+-- The API calls that time device tasks' launches (step 6).
+CREATE OR REPLACE TEMP TABLE _api_launchers AS SELECT id, name, ts, dur FROM _named WHERE api_launcher;
 DROP TABLE _named;
 
 CREATE OR REPLACE TEMP TABLE _launch_sigs AS
@@ -33,6 +35,13 @@ CREATE OR REPLACE TYPE _launch_shapes_t AS ENUM (
     SELECT DISTINCT input_shapes FROM _launch_sigs WHERE input_shapes IS NOT NULL);
 CREATE OR REPLACE TYPE _launch_types_t AS ENUM (
     SELECT DISTINCT input_types FROM _launch_sigs WHERE input_types IS NOT NULL);
+CREATE OR REPLACE TYPE _launch_api_t AS ENUM (SELECT DISTINCT name FROM _api_launchers WHERE name IS NOT NULL);
+
+-- Device tasks' launching API calls (step 6).
+CREATE OR REPLACE TEMP TABLE _device_api AS
+SELECT d.id, a.name::_launch_api_t AS launch_api, a.ts AS launch_api_ts, a.dur AS launch_api_dur
+FROM _device d JOIN _api_launchers a ON a.id = d.launch_api_id;
+DROP TABLE _api_launchers;
 
 -- Device records with what they take from their stream and their launcher (a statement per hash
 -- join, as above: 1 GB of JSON, 3.4 M records, finalises in 80 MB of DuckDB memory).
@@ -45,9 +54,11 @@ DROP TABLE _waits;
 
 CREATE OR REPLACE TEMP TABLE _device_fill AS
 SELECT d.*, g.name::_launch_name_t AS launch_name, g.input_shapes::_launch_shapes_t AS launch_shapes,
-       g.input_types::_launch_types_t AS launch_types
-FROM _device_waits d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig;
+       g.input_types::_launch_types_t AS launch_types, a.launch_api, a.launch_api_ts, a.launch_api_dur
+FROM _device_waits d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
+LEFT JOIN _device_api a ON a.id = d.id;
 DROP TABLE _device_waits;
+DROP TABLE _device_api;
 DROP TABLE _launcher_sig;
 DROP TABLE _launch_sigs;
 
@@ -62,18 +73,20 @@ SELECT h._part, h._row, coalesce(h.stated_step, h.step) AS step,  -- a step the 
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op OR h.is_nested_range THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
        NULL::BIGINT AS launch_id, NULL::_launch_name_t AS launch_name, NULL::_launch_shapes_t AS launch_shapes,
-       NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait
+       NULL::_launch_types_t AS launch_types, NULL::BIGINT AS wait, NULL::_launch_api_t AS launch_api,
+       NULL::BIGINT AS launch_api_ts, NULL::BIGINT AS launch_api_dur
 FROM _host h LEFT JOIN _child_time c USING (id);
 DROP VIEW _host;  -- (the parts go in a statement each, each input dropped once in)
 DROP TABLE _child_time;
 INSERT INTO _fill_slices
-SELECT _part, _row, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait
+SELECT _part, _row, step, depth, parent_id, NULL, launch_id, launch_name, launch_shapes, launch_types, wait,
+       launch_api, launch_api_ts, launch_api_dur
 FROM _device_fill;
 DROP TABLE _device_fill;
 INSERT INTO _fill_slices
-SELECT _part, _row, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL FROM _step_records
+SELECT _part, _row, step, depth, parent_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM _step_records
 UNION ALL
-SELECT s._part, s._row, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+SELECT s._part, s._row, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM staging_slices s ANTI JOIN files f ON s.rank = f.file;
 
 -- A staged record and its filled-in row, paired by position; error() guards the pairing.
@@ -84,7 +97,10 @@ SELECT s.* EXCLUDE (_part, _row) REPLACE (
            f.launch_name::VARCHAR AS launch_name, coalesce(s.input_shapes, f.launch_shapes::VARCHAR) AS input_shapes,
            coalesce(s.input_types, f.launch_types::VARCHAR) AS input_types,
            -- whole only where the staged records are all of their ranks' (see `finalize_whole`)
-           CASE WHEN finalize_whole() THEN f.wait END AS wait)
+           CASE WHEN finalize_whole() THEN f.wait END AS wait,
+           CASE WHEN finalize_whole() THEN f.launch_api::VARCHAR END AS launch_api,
+           CASE WHEN finalize_whole() THEN f.launch_api_ts END AS launch_api_ts,
+           CASE WHEN finalize_whole() THEN f.launch_api_dur END AS launch_api_dur)
 FROM staging_slices s POSITIONAL JOIN (SELECT * FROM _fill_slices ORDER BY _part, _row) f
 WHERE CASE WHEN s._part <> f._part OR s._row <> f._row THEN error('finalize: slices out of step with their computed columns')
            ELSE file_rank(s.rank) IS NOT NULL END;

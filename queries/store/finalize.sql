@@ -51,14 +51,22 @@
 --      start (prof_engine.store.lane_pass, in C; the macro `interval_lanes`' windows run on one
 --      thread, and took 5x as long); their lengths are the macro `step_lanes`.
 --      Whole only where the staged records are every record of their ranks (an import unit).
+--   6. A device task's launch is timed by the API call of its rank with its correlation id that
+--      started latest (CANN's layers may share an id: the innermost): its name, start and
+--      duration (`launch_api`, `launch_api_ts`, `launch_api_dur`), which kernel_launch, idle_time,
+--      queue_length and advice read instead of joining the tasks to every API call. Whole only
+--      where the staged records are every record of their ranks.
 --
--- How (bounded memory): steps 1-5 run on narrow projections of the staged records (ids, times,
+-- How (bounded memory): steps 1-6 run on narrow projections of the staged records (ids, times,
 -- keys), never on their wide text columns (names, args; the launchers' are read once, for the
--- few distinct (name, shapes, types) they hold). They yield the columns that finalisation
--- fills in, one row per staged slice (`_fill_slices`). `final_slices` pairs each staged slice
--- with its filled-in row by position (POSITIONAL JOIN over both in `_part`, `_row` order), so the
--- wide columns are read once, in a stream, and never sorted, hashed or joined. Point records need
--- nothing but their file and `step_at`: `final_<table>` computes their columns as it reads them.
+-- few distinct (name, shapes, types) they hold, and so are the launching API calls' names). They
+-- yield the columns that finalisation fills in, one row per staged slice (`_fill_slices`).
+-- `final_slices` pairs each staged slice with its filled-in row by position (POSITIONAL JOIN over
+-- both in `_part`, `_row` order), so the wide columns are read once, in a stream, and never
+-- sorted, hashed or joined. (A join of the final pass with the device tasks' launching calls by
+-- id, in place of their three columns in `_fill_slices`, made the 329 MB import ~1.5 s slower.)
+-- Point records need nothing but their file and `step_at`: `final_<table>` computes their
+-- columns as it reads them.
 
 -- Each intermediate table is dropped as soon as nothing reads it any more: they live in DuckDB's
 -- memory budget, and what the last statements need to sort and join must fit beside them.
@@ -96,9 +104,12 @@ JOIN _s d ON d.rank = e.rank AND d.pid = e.pid AND d.tid = e.tid AND d.ts = e.ts
 WHERE e.phase = 'f' AND d.device <> 'host' AND d.correlation IS NOT NULL
 GROUP BY ALL;
 
+-- With the call that times a task's launch (step 6): the latest-starting one with the id (its
+-- name, start and duration are read with the launchers' names, in `_named`).
 CREATE OR REPLACE TEMP TABLE _api_by_corr AS
-SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent FROM _host
-WHERE api_correlation IS NOT NULL GROUP BY ALL;
+SELECT rank, api_correlation AS correlation, min(id) AS api_id, min(parent_id) AS api_parent,
+       arg_max(id, ts) AS last_api_id
+FROM _host WHERE api_correlation IS NOT NULL GROUP BY ALL;
 
 -- Device records but steps: their launcher (by External id, then by correlation), then the
 -- launcher's step, else their own (a statement per join, for the same reason).
@@ -110,7 +121,8 @@ WHERE d.device <> 'host' AND d.kind <> 'step';
 DROP TABLE _op_by_ext;
 
 CREATE OR REPLACE TEMP TABLE _launched AS
-SELECT d.* EXCLUDE (correlation, op_id), coalesce(d.op_id, f.op_id, c.api_parent, c.api_id) AS launch_id
+SELECT d.* EXCLUDE (correlation, op_id), coalesce(d.op_id, f.op_id, c.api_parent, c.api_id) AS launch_id,
+       CASE WHEN is_device_task(d.device, d.kind) THEN c.last_api_id END AS launch_api_id
 FROM _by_ext d LEFT JOIN _op_by_flow f ON f.rank = d.rank AND f.correlation = d.correlation
 LEFT JOIN _api_by_corr c ON c.rank = d.rank AND c.correlation = d.correlation;
 DROP TABLE _by_ext;
@@ -122,12 +134,16 @@ SELECT l.*, coalesce(h.step, step_at(l.rank, l.ts)) AS step FROM _launched l LEF
 DROP TABLE _launched;
 
 -- The only text finalisation reads before the final pass, in one scan: the names of communication
--- records (receive ops are the step breakdown's bubble) and the name, input shapes and types of
--- the records that launched device work.
+-- records (receive ops are the step breakdown's bubble), the name, input shapes and types of the
+-- records that launched device work, and the name, start and duration of the API calls that
+-- time device tasks' launches.
 CREATE OR REPLACE TEMP TABLE _named AS
-SELECT s.id, s.kind = 'comm' AND is_receive(s.name) AS receive, launcher, s.name, s.input_shapes, s.input_types
-FROM (SELECT *, id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL) AS launcher FROM staging_slices) s
-WHERE s.kind = 'comm' OR s.launcher;
+SELECT s.id, s.kind = 'comm' AND is_receive(s.name) AS receive, launcher, api_launcher, s.name, s.input_shapes,
+       s.input_types, s.ts + file_offset(s.rank) AS ts, s.dur
+FROM (SELECT *, id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL) AS launcher,
+             id IN (SELECT launch_api_id FROM _device WHERE launch_api_id IS NOT NULL) AS api_launcher
+      FROM staging_slices) s
+WHERE s.kind = 'comm' OR s.launcher OR s.api_launcher;
 
 -- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without
 -- it). The device records carry their device, kind, stream and duration from `_by_ext` on: this
