@@ -1,16 +1,18 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
--- requires: step_trace, op_summary, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time, op_flops
+-- requires: step_trace, _op_summary_rows, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time, op_flops
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
        "Computing", "Communication(Not Overlapped)", "Overlapped", "Free", "Preparing"
 FROM step_trace ORDER BY "Rank", "Device", "Step" NULLS LAST LIMIT row_limit;
 
--- The longest individual tasks (or CPU ops, for CPU-only traces).
+-- The longest individual tasks (or CPU ops, for CPU-only traces), as op_summary has them: sorted in
+-- ns, which DuckDB's top-n reads only the longest of (`_op_summary_rows`).
 CREATE OR REPLACE MACRO summary_top_ops(row_limit) AS TABLE
-SELECT "Rank", "Device", "Step", "Op Name", "OP Type", "Task Type", "Task Duration(us)"
-FROM op_summary ORDER BY "Task Duration(us)" DESC, "Task Start Time(us)" LIMIT row_limit;
+SELECT rank AS "Rank", device AS "Device", step AS "Step", name AS "Op Name", op_type AS "OP Type",
+       task_type AS "Task Type", us(dur) AS "Task Duration(us)"
+FROM _op_summary_rows ORDER BY dur DESC, ts LIMIT row_limit;
 
 -- The op types that take the most time, over all devices: a rank's device op types where it has
 -- them (its CPU ops' self time is key_averages' to show), its CPU op types where it has none.

@@ -2,7 +2,7 @@
 -- answers: one row per device task or kernel — what ran, where, when, for how long, launched by
 --   which framework op. For a rank without device records (CPU-only traces): one row per CPU op.
 -- matches: msprof op_summary_*.csv; torch_npu kernel_details.csv (same columns renamed).
--- requires: _tasks, _units
+-- requires: _op_summary_rows, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`gpu0`, `npu3`), or `host` for CPU ops
 -- column `Step` BIGINT: training step (NULL outside every step)
@@ -20,9 +20,4 @@ SELECT rank AS "Rank", device AS "Device", step AS "Step", correlation AS "Task 
        name AS "Op Name", op_type AS "OP Type", task_type AS "Task Type",
        us_ts(ts) AS "Task Start Time(us)", us(dur) AS "Task Duration(us)", us(wait) AS "Task Wait Time(us)",
        input_shapes AS "Input Shapes", input_types AS "Input Data Types"
-FROM _tasks
-UNION ALL
-SELECT rank, device, step, NULL, NULL, name, name, 'CPU_OP', us_ts(ts), us(dur),
-       us(greatest(ts - lag(ts + dur) OVER (PARTITION BY rank, pid, tid, depth ORDER BY ts, id), 0)),
-       input_shapes, input_types
-FROM slices WHERE kind = 'host_op' AND rank IN (SELECT rank FROM _host_only_ranks)
+FROM _op_summary_rows
