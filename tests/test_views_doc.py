@@ -91,3 +91,34 @@ def test_schema_validator_rejects_wrong_batches():
 def test_readme_view_table_is_current():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert f"{docs.README_START}\n{docs.readme_views_table()}\n{docs.README_END}" in text
+
+
+def test_defer_binding_marks_each_view_and_nothing_else():
+    from prof_engine.engine.views import defer_binding
+
+    sql = ('CREATE OR REPLACE TEMP VIEW "a b" AS SELECT 1;\ncreate view v AS\nSELECT 2;\n'
+           "CREATE MACRO m() AS TABLE SELECT 3;\nCREATE OR REPLACE VIEW s.w AS SELECT 'CREATE VIEW x AS' AS t;")
+    assert defer_binding(sql) == (
+        'CREATE OR REPLACE TEMP VIEW "a b" WITH (DEFER_BINDING) AS SELECT 1;\ncreate view v WITH (DEFER_BINDING) AS\n'
+        "SELECT 2;\nCREATE MACRO m() AS TABLE SELECT 3;\n"
+        "CREATE OR REPLACE VIEW s.w WITH (DEFER_BINDING) AS SELECT 'CREATE VIEW x AS' AS t;")
+
+
+def test_opening_a_run_binds_no_view_until_a_query_reads_it(tmp_path):
+    """Views are created unbound where DuckDB can (2.0 on): opening a run binds none of them, a
+    query binds what it reads, and a view that cannot bind fails at that query, as one line."""
+    from prof_engine.engine.session import defers_binding
+    from prof_engine.errors import QueryError
+
+    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 5)]
+    with prof_engine.open(prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")) as r:
+        if not defers_binding(r.con):
+            pytest.skip(f"DuckDB {duckdb.__version__} binds views at their creation")
+        bound = dict(r.sql("SELECT view_name, is_bound FROM duckdb_views() WHERE NOT internal").rows())
+        assert bound["op_statistic"] is False and bound["step_trace"] is False
+        assert len(r.view("op_statistic")) == 1
+        bound = dict(r.sql("SELECT view_name, is_bound FROM duckdb_views() WHERE NOT internal").rows())
+        assert bound["op_statistic"] is True and bound["step_trace"] is False
+        r.con.execute("CREATE OR REPLACE VIEW broken WITH (DEFER_BINDING) AS SELECT * FROM no_such_table")
+        with pytest.raises(QueryError, match="SQL error: .*no_such_table"):
+            r.sql("SELECT * FROM broken")

@@ -24,9 +24,10 @@ from prof_engine._resources import data_dir
 _KEY = re.compile(r"^--\s*(answers|matches|requires):\s?(.*)$")
 _COLUMN = re.compile(r"^--\s*column\s+`([^`]+)`\s+([A-Z][A-Z0-9_(), ]*?):\s*(.*)$")
 _CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
-# A view's CREATE up to its AS (`CREATE OR REPLACE TEMP VIEW "name" AS`), for `defer_binding`.
-_CREATE_VIEW = re.compile(r'\b(CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?'
-                          r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b', re.IGNORECASE)
+# A view's CREATE up to its AS (`CREATE OR REPLACE TEMP VIEW "name" AS`), at the start of a line
+# (as the statements of queries/ begin; not text in a literal), for `defer_binding`.
+_CREATE_VIEW = re.compile(r'^(\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?'
+                          r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b', re.IGNORECASE | re.MULTILINE)
 
 
 def defer_binding(sql: str) -> str:
