@@ -9,7 +9,7 @@ import pytest
 
 import prof_engine
 from conftest import write_trace, x
-from prof_engine.store.builder import finalize_memory_limit, memory_share
+from prof_engine.store.builder import finalize_memory_limit, host_pass_memory_limit, memory_share
 
 
 @pytest.mark.parametrize(("records", "threads", "limit"), [
@@ -27,6 +27,15 @@ def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records
                                           ("76.2 MiB", "63921192B"), ("1kb", "1048576B"), ("a lot", "a lot")])
 def test_a_share_of_a_memory_limit_in_any_unit(limit, share):
     assert memory_share(limit, 0.8) == share
+
+
+@pytest.mark.parametrize("limit, records, host", [
+    ("80MB", 2_044_482, "60000000B"),  # 600 MB of JSON: three quarters of the limit
+    ("136MB", 4_000_000, "112000000B"),  # 28 B per record is more than three quarters
+    ("896MB", 33_800_000, "896000000B"),  # 10 GB: never more than the limit
+    ("a lot", 5, "a lot")])
+def test_the_host_pass_has_three_quarters_of_the_limit_but_28_bytes_per_record(limit, records, host):
+    assert host_pass_memory_limit(limit, records) == host
 
 
 def test_running_out_of_memory_is_a_run_error(tmp_path):

@@ -59,6 +59,13 @@ FINALIZE_BYTES_PER_RECORD = 40
 # peak is 12-15 MiB lower (329 MB through the CLI: 266-276 MiB instead of 281-290; the issue's
 # bound is 300 MB = 286 MiB). Not the host pass's sort: at 46 MB it ran out of memory.
 COPY_MEMORY_SHARE = 0.6
+# DuckDB's limit in the host pass (`host_pass_memory_limit`): its sort of the host records, and the
+# Arrow batches it hands the pass beside DuckDB's buffers, made the import's peak RSS between ~150
+# and ~600 MB of JSON, where the issue's bound stays at 300 MB (600 MB through the CLI: 285-290
+# MiB, over the bound of 286 in some runs; with 0.75 of the limit 265-266 MiB, the import ~1 %
+# slower). At least 28 B per staged record: at 23 B (46 MB at 600 MB of JSON) the sort ran out of
+# memory; at 29 B (60 MB) it did not. So from ~1.5 GB of JSON on the pass has the whole limit.
+HOST_PASS_MEMORY_SHARE, HOST_PASS_BYTES_PER_RECORD = 0.75, 28
 # DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
 # memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
 # 16 threads, and took 3.7-4.0 s at 4, 3.8-4.1 s at 8, 4.0-4.4 s at 2 (peak RSS 292-304 MiB).
@@ -132,22 +139,39 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
     import's peak RSS is made of between ~150 and ~600 MB of JSON, where the issue's bound stays
     at 300 MB (a 329 MB trace, 1.1 M records, on 2 cores: 5.0 s and ~285 MiB at 80 MB, the same
     time and ~293 MiB at 96 MB)."""
-    records = sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
     floor = FINALIZE_MEMORY_BASE + FINALIZE_MEMORY_PER_THREAD * max(1, threads)
-    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
+    return f"{min(max(staged_records(staging) * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
+
+
+def staged_records(staging: Path) -> int:
+    """Records staged under `staging` (from the Parquet footers)."""
+    return sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
+
+
+def _size_bytes(limit: str) -> float | None:
+    """Bytes of a DuckDB memory limit (`80MB`, `2GB`, `76.2 MiB`); None for a form this does not read."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B\s*", limit, re.IGNORECASE)
+    return None if not m else float(m[1]) * (1024 if m[3] else 1000) ** "_KMGT".index(m[2].upper() or "_")
 
 
 def memory_share(limit: str, share: float) -> str:
     """`share` of a DuckDB memory limit (`80MB`, `2GB`, `76.2 MiB`), in bytes, at least 1 MiB."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B\s*", limit, re.IGNORECASE)
-    if not m:
+    size = _size_bytes(limit)
+    return limit if size is None else f"{max(int(size * share), 1 << 20)}B"
+
+
+def host_pass_memory_limit(limit: str, records: int) -> str:
+    """DuckDB's limit while the host pass runs, for `records` staged records finalised within
+    `limit`: HOST_PASS_MEMORY_SHARE of it, but at least HOST_PASS_BYTES_PER_RECORD per record, and
+    at most all of it."""
+    size = _size_bytes(limit)
+    if size is None:
         return limit
-    size = float(m[1]) * (1024 if m[3] else 1000) ** "_KMGT".index(m[2].upper() or "_")
-    return f"{max(int(size * share), 1 << 20)}B"
+    return f"{int(min(size, max(size * HOST_PASS_MEMORY_SHARE, records * HOST_PASS_BYTES_PER_RECORD)))}B"
 
 
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
-                whole: bool = True) -> set[str]:
+                whole: bool = True, host_pass_limits: tuple[str, str] | None = None) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass,
     `finalize.sql`, the lane pass, then `fill.sql`): `files` lists (file index, rank, offset ns)
     of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
@@ -155,7 +179,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
     records are every record of their ranks (an import unit; not a batch of a live run), so what
     is derived across a rank's records (`schema.derived_tables`, which have `final_<table>` views
-    too, and slices' stream waits) is right; otherwise the waits are left NULL."""
+    too, and slices' stream waits) is right; otherwise the waits are left NULL. `host_pass_limits`:
+    DuckDB's memory limit during the host pass, and after it."""
     con.register("_files_arrow", pa.table({
         "file": pa.array([f[0] for f in files], pa.int32()),
         "rank": pa.array([f[1] for f in files], pa.int32()),
@@ -186,7 +211,11 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
     con.execute((data_dir("queries") / "store" / "stage.sql").read_text())
+    if host_pass_limits:
+        con.execute("SET memory_limit = ?", [host_pass_limits[0]])
     host_pass(con, Path(staging) / "_host.parquet")
+    if host_pass_limits:
+        con.execute("SET memory_limit = ?", [host_pass_limits[1]])
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     lane_pass(con, Path(staging) / "_lanes.parquet")
     con.execute((data_dir("queries") / "store" / "fill.sql").read_text())
@@ -284,9 +313,11 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     pa.default_memory_pool().release_unused()
     fix_mmap_threshold()
     limit = memory_limit or finalize_memory_limit(staging, threads or os.cpu_count() or 1)
+    # (a limit the caller gave holds throughout)
+    host_limits = None if memory_limit else (host_pass_memory_limit(limit, staged_records(staging)), limit)
     con = duckdb_connect(unit / "_spill", limit, threads)
     try:
-        staged = stage_views(con, staging, files)
+        staged = stage_views(con, staging, files, host_pass_limits=host_limits)
         if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
             staged |= set(schema.derived_tables())
         con.execute("SET memory_limit = ?", [memory_share(limit, COPY_MEMORY_SHARE)])  # the copy streams
