@@ -66,9 +66,12 @@ DROP TABLE _launch_sigs;
 -- and the final pass leaves it out); a table, so that the final sort reads nothing else (and the
 -- tables before it can go). Not the rank and the time on the run's clock, nor the id: the final
 -- pass has them from the staged record and its file, and the sort carries ~20 B less per record
--- (at 329 MB of JSON it spilled 61 MiB with them, 47 without).
+-- (at 329 MB of JSON it spilled 61 MiB with them, 47 without). The position as two 4-byte
+-- integers, 8 B less again (a staged file holds far fewer than 2^32 records: ~1 TB of JSON): with
+-- the three columns of the launching API calls, 600 MB of JSON ran out of memory at half of its
+-- 80 MB in the copy (COPY_MEMORY_SHARE is 0.6), and passes at 0.45 so, as it did without them.
 CREATE OR REPLACE TEMP TABLE _fill_slices AS
-SELECT h._part, h._row, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
+SELECT h._part::UINTEGER AS _part, h._row::UINTEGER AS _row, coalesce(h.stated_step, h.step) AS step,  -- a step the source stated wins
        coalesce(h.stated_depth, h.depth) AS depth, coalesce(h.stated_parent_id, h.parent_id) AS parent_id,
        -- BIGINT, the schema's type: sum() makes a HUGEINT, which DuckDB's Parquet writer stores as DOUBLE
        CASE WHEN h.is_host_op OR h.is_nested_range THEN greatest(h.dur - coalesce(c.child_dur, 0), 0) END::BIGINT AS self_dur,
