@@ -190,7 +190,7 @@ class Run:
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
-        self._on_demand: set[str] = set()  # the files of ON_DEMAND created so far
+        self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
         try:
             attach(self.con, self.path, self.manifest, self.steps, peak_tflops)
         except BaseException:
@@ -233,9 +233,9 @@ class Run:
         gaps by cause, the matrix multiplies' and convolutions' FLOPS, communication by op type,
         memory peaks and the ops that allocated most where the run has them. (The first call
         defines the `summary_*` table macros it reads, which `sql` may then use as well.)"""
-        if "_summary" not in self._on_demand:
+        if not self._summary_macros:
             _create(self.con, definitions()["_summary"])
-            self._on_demand.add("_summary")
+            self._summary_macros = True
         n = max(int(top), 1)
         tables = {
             "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),

@@ -29,6 +29,9 @@ from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 
 Sink = Callable[[str, pa.RecordBatch], None]
 BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
+# Slice columns the converter leaves NULL: finalisation fills them in (queries/store/finalize.sql).
+FINALIZED = ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
+             "launch_api_dur")
 
 
 class Args(msgspec.Struct, gc=False):
@@ -242,8 +245,7 @@ class ChromeConverter:
         c["stream"].append(d.stream)
         c["correlation"].append(d.correlation)
         c["external_id"].append(_int(a.external_id))
-        for k in ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
-                  "launch_api_dur"):
+        for k in FINALIZED:
             c[k].append(None)
         c["input_shapes"].append(d.input_shapes)
         c["input_types"].append(d.input_types)
@@ -295,8 +297,7 @@ class ChromeConverter:
         c["correlation"].extend(_ints(_field(args, "correlation")))
         c["external_id"].extend(_ints(_field(args, "external_id")))
         nones = [None] * n
-        for k in ("op_type", "task_type", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api",
-                  "launch_api_ts", "launch_api_dur"):
+        for k in ("op_type", "task_type", *FINALIZED):
             c[k].extend(nones)
         c["input_shapes"].extend(_memo_column(_SHAPES, list(map(bytes, _field(args, "input_dims"))), shapes_text))
         c["input_types"].extend(_memo_column(_TYPES, list(map(bytes, _field(args, "input_type"))), _types_text))

@@ -139,8 +139,12 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
     import's peak RSS is made of between ~150 and ~600 MB of JSON, where the issue's bound stays
     at 300 MB (a 329 MB trace, 1.1 M records, on 2 cores: 5.0 s and ~285 MiB at 80 MB, the same
     time and ~293 MiB at 96 MB)."""
+    return _finalize_limit(staged_records(staging), threads)
+
+
+def _finalize_limit(records: int, threads: int) -> str:
     floor = FINALIZE_MEMORY_BASE + FINALIZE_MEMORY_PER_THREAD * max(1, threads)
-    return f"{min(max(staged_records(staging) * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
+    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
 
 
 def staged_records(staging: Path) -> int:
@@ -312,9 +316,12 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     # on top of; glibc's heaps would keep DuckDB's Arrow results (see `fix_mmap_threshold`).
     pa.default_memory_pool().release_unused()
     fix_mmap_threshold()
-    limit = memory_limit or finalize_memory_limit(staging, threads or os.cpu_count() or 1)
-    # (a limit the caller gave holds throughout)
-    host_limits = None if memory_limit else (host_pass_memory_limit(limit, staged_records(staging)), limit)
+    if memory_limit:  # a limit the caller gave holds throughout
+        limit, host_limits = memory_limit, None
+    else:
+        records = staged_records(staging)
+        limit = _finalize_limit(records, threads or os.cpu_count() or 1)
+        host_limits = (host_pass_memory_limit(limit, records), limit)
     con = duckdb_connect(unit / "_spill", limit, threads)
     try:
         staged = stage_views(con, staging, files, host_pass_limits=host_limits)

@@ -37,28 +37,24 @@ CREATE OR REPLACE TYPE _launch_types_t AS ENUM (
     SELECT DISTINCT input_types FROM _launch_sigs WHERE input_types IS NOT NULL);
 CREATE OR REPLACE TYPE _launch_api_t AS ENUM (SELECT DISTINCT name FROM _api_launchers WHERE name IS NOT NULL);
 
--- Device tasks' launching API calls (step 6).
-CREATE OR REPLACE TEMP TABLE _device_api AS
-SELECT d.id, a.name::_launch_api_t AS launch_api, a.ts AS launch_api_ts, a.dur AS launch_api_dur
-FROM _device d JOIN _api_launchers a ON a.id = d.launch_api_id;
-DROP TABLE _api_launchers;
-
 -- Device records with what they take from their stream and their launcher (a statement per hash
 -- join, as above: 1 GB of JSON, 3.4 M records, finalises in 80 MB of DuckDB memory).
 CREATE OR REPLACE TEMP TABLE _device_waits AS
 SELECT d._part, d._row, d.id, d.rank, d.ts, coalesce(d.stated_step, d.step) AS step, d.depth, d.parent_id, d.launch_id,
-       w.wait
+       d.launch_api_id, w.wait
 FROM _device d LEFT JOIN _waits w ON w.id = d.id;
 DROP TABLE _device;
 DROP TABLE _waits;
 
 CREATE OR REPLACE TEMP TABLE _device_fill AS
 SELECT d.*, g.name::_launch_name_t AS launch_name, g.input_shapes::_launch_shapes_t AS launch_shapes,
-       g.input_types::_launch_types_t AS launch_types, a.launch_api, a.launch_api_ts, a.launch_api_dur
+       g.input_types::_launch_types_t AS launch_types,
+       -- the API call that times a device task's launch (step 6)
+       a.name::_launch_api_t AS launch_api, a.ts AS launch_api_ts, a.dur AS launch_api_dur
 FROM _device_waits d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
-LEFT JOIN _device_api a ON a.id = d.id;
+LEFT JOIN _api_launchers a ON a.id = d.launch_api_id;
 DROP TABLE _device_waits;
-DROP TABLE _device_api;
+DROP TABLE _api_launchers;
 DROP TABLE _launcher_sig;
 DROP TABLE _launch_sigs;
 
