@@ -13,16 +13,35 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 AVERAGES: dict = {}  # torch's own key_averages() of the recorded trace, by key
 
 
+# CUPTI's own host work (`Activity Buffer Request`, category `overhead`): torch's table has it as a
+# row and, in its in-memory tree, as a child of the op it interrupted on that op's thread, whose self
+# time it leaves out (not always: it depends on the thread torch gives it). The exported trace puts
+# it on pid -1, tid 0, with no thread, so an import cannot tell which op it interrupted: it is a
+# record of its own (kind `other`), and the op's self time holds it.
+PROFILER_OVERHEAD = {"Activity Buffer Request"}
+
+
 def key_averages_as_torchs(run, averages: dict) -> dict:
     """key_averages' rows by name, each checked equal to torch's (`averages`, by key): calls, self
-    and total CPU time, self and total device time."""
+    and total CPU time, self and total device time. Where CUPTI's overhead ran inside a call (it
+    does now and then, when CUPTI asks for a buffer), that op's self CPU time is checked to be
+    torch's or torch's plus the overhead in its calls, and the overhead is not a row of ours."""
     ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
                                          '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
+    overhead = dict(run.sql(
+        """SELECT o.name, sum(v.dur) / 1000 FROM slices v JOIN slices o ON o.rank = v.rank AND o.device = 'host'
+           AND o.kind IN ('host_op', 'user_range') AND o.ts <= v.ts AND v.ts + v.dur <= o.ts + o.dur
+           WHERE v.category = 'overhead' GROUP BY 1""").rows())
     for name, (calls, self_host, host, self_device, device) in ours.items():
         t = averages[name]
         tol = 0.002 * calls
         assert calls == t.count, name
-        assert (self_host, host) == pytest.approx((t.self_cpu_time_total, t.cpu_time_total), abs=tol), name
+        assert host == pytest.approx(t.cpu_time_total, abs=tol), name
+        if name in overhead:
+            assert self_host in (pytest.approx(t.self_cpu_time_total, abs=tol),
+                                 pytest.approx(t.self_cpu_time_total + overhead[name], abs=tol)), name
+        else:
+            assert self_host == pytest.approx(t.self_cpu_time_total, abs=tol), name
         assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
     return ours
 
@@ -136,5 +155,5 @@ def test_key_averages_is_torchs_for_a_compiled_model(compiled):
     run, averages = compiled
     ours = key_averages_as_torchs(run, averages)
     assert "CompiledFunction" in ours and any(n.startswith("## Call CompiledFxGraph") for n in ours), sorted(ours)
-    assert any(n.startswith("triton_") for n in ours) and set(averages) - set(ours) <= {"ProfilerStep*"}
+    assert any(n.startswith("triton_") for n in ours) and set(averages) - set(ours) <= {"ProfilerStep*", *PROFILER_OVERHEAD}
     assert ours["CompiledFunction"][4] > 0
