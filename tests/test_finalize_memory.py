@@ -24,7 +24,8 @@ def test_memory_limit_follows_the_staged_records_within_bounds(tmp_path, records
 
 
 @pytest.mark.parametrize("limit, share", [("80MB", "64000000B"), ("2GB", "1600000000B"), ("1.5GiB", "1288490188B"),
-                                          ("76.2 MiB", "63921192B"), ("1kb", "1048576B"), ("a lot", "a lot")])
+                                          ("76.2 MiB", "63921192B"), ("1kb", "1048576B"), ("512 bytes", "1048576B"),
+                                          ("a lot", "a lot"), ("1000", "1000")])
 def test_a_share_of_a_memory_limit_in_any_unit(limit, share):
     assert memory_share(limit, 0.8) == share
 

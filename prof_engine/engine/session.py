@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,7 +19,7 @@ from prof_engine._sql import literal
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
-from prof_engine.store.builder import no_progress_bar
+from prof_engine.store.builder import no_progress_bar, size_bytes
 from prof_engine.store.manifest import (
     cann_args,
     derived,
@@ -142,7 +141,7 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     try:
         if limit is None:
             default = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-            if _bytes(default) > _bytes(QUERY_MEMORY_LIMIT):
+            if size_bytes(default) is None or size_bytes(default) > size_bytes(QUERY_MEMORY_LIMIT):  # unread: more than any cap
                 con.execute(f"SET memory_limit = '{QUERY_MEMORY_LIMIT}'")
         else:
             con.execute("SET memory_limit = ?", [str(limit)])
@@ -160,16 +159,6 @@ def query_error(e: Exception) -> QueryError:
         return QueryError(f"the query ran out of memory within the session's limit ({first}); set "
                           f"{MEMORY_LIMIT_ENV} to allow more (e.g. 8GB), or query fewer steps (--step)")
     return QueryError(f"SQL error: {first}")
-
-
-def _bytes(size: str) -> float:
-    """Bytes of a size as DuckDB takes or shows one ("2GB", "18.8 GiB", "512 bytes")."""
-    scale = {"": 1, "b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-             "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", size)
-    if m is None or m[2].lower() not in scale:
-        return float("inf")  # a form this does not know: take it as more than any cap
-    return float(m[1]) * scale[m[2].lower()]
 
 
 class Run:

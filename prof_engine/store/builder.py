@@ -152,15 +152,21 @@ def staged_records(staging: Path) -> int:
     return sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
 
 
-def _size_bytes(limit: str) -> float | None:
-    """Bytes of a DuckDB memory limit (`80MB`, `2GB`, `76.2 MiB`); None for a form this does not read."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?)B\s*", limit, re.IGNORECASE)
-    return None if not m else float(m[1]) * (1024 if m[3] else 1000) ** "_KMGT".index(m[2].upper() or "_")
+_SIZE_UNITS = {"b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(size: str) -> float | None:
+    """Bytes of a memory size as DuckDB takes or shows one (`80MB`, `2GB`, `76.2 MiB`, `512 bytes`);
+    None for a form this does not read (DuckDB's own "none", "-1", a bare number)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]+)\s*", size)
+    unit = _SIZE_UNITS.get(m[2].lower()) if m else None
+    return None if unit is None else float(m[1]) * unit
 
 
 def memory_share(limit: str, share: float) -> str:
     """`share` of a DuckDB memory limit (`80MB`, `2GB`, `76.2 MiB`), in bytes, at least 1 MiB."""
-    size = _size_bytes(limit)
+    size = size_bytes(limit)
     return limit if size is None else f"{max(int(size * share), 1 << 20)}B"
 
 
@@ -168,7 +174,7 @@ def host_pass_memory_limit(limit: str, records: int) -> str:
     """DuckDB's limit while the host pass runs, for `records` staged records finalised within
     `limit`: HOST_PASS_MEMORY_SHARE of it, but at least HOST_PASS_BYTES_PER_RECORD per record, and
     at most all of it."""
-    size = _size_bytes(limit)
+    size = size_bytes(limit)
     if size is None:
         return limit
     return f"{int(min(size, max(size * HOST_PASS_MEMORY_SHARE, records * HOST_PASS_BYTES_PER_RECORD)))}B"
