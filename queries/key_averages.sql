@@ -8,7 +8,10 @@
 --   calls, which are rows of their own (cudaLaunchKernel...: host time, no device time), as in
 --   torch's table; so are record_function ranges (`## forward ##`, Inductor's `## Call
 --   CompiledFxGraph ##`; in runs imported at schema 1.5 on). Steps (ProfilerStep*) are not rows
---   (step_trace has them), nor are kernels (kernel_statistic lists them).
+--   (step_trace has them), nor are kernels (kernel_statistic lists them). Unlike torch's table:
+--   CUPTI's own host work (`Activity Buffer Request`, category `overhead`) is not a row, and the
+--   op it interrupted keeps it in its self time: torch nests it in that op, but the exported
+--   trace gives it no thread (pid -1), so which op it interrupted is unknown.
 -- requires: _operator_calls, _units, slices
 -- column `Rank` INTEGER: global rank
 -- column `Name` VARCHAR: op name
