@@ -1,9 +1,11 @@
 """What recording costs a training loop: step time unprofiled, under bare torch.profiler and under
 prof-engine at each level, in one process; and the cost of one mstx marker, off and on.
 
-    python benchmarks/collector_overhead.py [--steps 40] [--rounds 3] [--batch 128] [--hidden 512]
+    python benchmarks/collector_overhead.py [--steps 40] [--rounds 3] [--batch 128] [--hidden 512] [--device cuda]
 
-A small real CPU training loop (an MLP with LayerNorm and AdamW, markers around its phases) runs
+A small real training loop (an MLP with LayerNorm and AdamW, markers around its phases; on the CPU,
+or with `--device cuda` on the GPU, each step ending in a synchronize so that its time is the
+device's too) runs
 `--steps` measured steps per configuration, the configurations interleaved over `--rounds` rounds
 so drifting machine load hits them alike. A step's time is the time from one step boundary to the
 next, the boundary call included (for prof-engine: the hand-off to the writer and, at the default
@@ -15,10 +17,10 @@ over all measured steps; ratios to the unprofiled loop and to bare torch.profile
 | configuration | records |
 |---|---|
 | unprofiled | nothing (markers are off: one flag test each) |
-| torch.profiler | `profile(activities=[CPU])`, one cycle over the measured steps, nothing exported |
+| torch.profiler | `profile(activities=[CPU])` (and CUDA on the GPU), one cycle over the measured steps, nothing exported |
 | torch.profiler, Level2's options | the same with `record_shapes`, `profile_memory`, `with_stack`: torch's own cost of Level2 |
 | prof-engine Level_none | steps and markers |
-| prof-engine Level0 | + torch CPU ops, one Kineto cycle per step, converted and written per step |
+| prof-engine Level0 | + torch CPU ops (and CUDA kernels on the GPU), one Kineto cycle per step, converted and written per step (on the GPU the collector's default is one cycle: as the last row) |
 | prof-engine Level1 | + input shapes, psutil sampling every 100 ms |
 | prof-engine Level2 | + allocator events and Python stacks |
 | prof-engine Level0, flush="cycle" | Level0 with one Kineto cycle for all measured steps (no restart per step) |
@@ -45,16 +47,18 @@ import prof_engine  # noqa: E402
 from prof_engine import mstx  # noqa: E402
 
 WARMUP_STEPS = 5
+DEVICE = ["cpu"]  # where the loop runs (--device)
 
 
-def make_step(batch: int, hidden: int) -> Callable[[], None]:
+def make_step(batch: int, hidden: int, device: str = "cpu") -> Callable[[], None]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(hidden, hidden), torch.nn.LayerNorm(hidden), torch.nn.GELU(),
         torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 10),
-    )
+    ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = torch.randn(batch, hidden), torch.randint(0, 10, (batch,))
+    x, y = torch.randn(batch, hidden, device=device), torch.randint(0, 10, (batch,), device=device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
     def step() -> None:
         with mstx.range("train_step"):
@@ -65,6 +69,7 @@ def make_step(batch: int, hidden: int) -> Callable[[], None]:
             with mstx.range("optimizer"):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+        sync()
 
     return step
 
@@ -91,7 +96,8 @@ def unprofiled(step, n: int, tmp: Path) -> Timing:
 def bare_torch(step, n: int, tmp: Path, **options: bool) -> Timing:
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1),
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if torch.cuda.is_available() and DEVICE[0] != "cpu" else [])]
+    prof = profile(activities=activities, schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1),
                    **options)
     t = time.perf_counter()
     prof.start()
@@ -165,9 +171,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all configurations")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the loop on the GPU, recorded with CUDA activity")
     args = parser.parse_args()
+    if args.device != "cpu" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: torch sees no CUDA GPU here")
+    DEVICE[0] = args.device
     torch.set_num_threads(1)  # one core for the loop, as a rank usually has; the writer gets the rest
-    step = make_step(args.batch, args.hidden)
+    step = make_step(args.batch, args.hidden, args.device)
     times: dict[str, list[float]] = {c: [] for c in CONFIGS}
     drains: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}
     with tempfile.TemporaryDirectory(prefix="collector_overhead_") as tmp:
@@ -180,7 +190,8 @@ def main() -> None:
 
 
 def report(times: dict[str, list[float]], drains: dict[str, list[tuple[float, float]]], args: argparse.Namespace) -> None:
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, torch threads 1, "
+    gpu = f", {torch.cuda.get_device_name(0)}" if args.device != "cpu" else ""
+    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}{gpu}, torch threads 1, "
           f"batch {args.batch}, hidden {args.hidden}, {args.rounds} rounds x {args.steps} steps per configuration\n")
     base = statistics.median(times["unprofiled"])
     bare = statistics.median(times["torch.profiler"])
