@@ -34,14 +34,18 @@ WITH RECURSIVE comm_ids AS (
 ), host AS (
     SELECT rank, id, parent_id FROM slices
     WHERE device = 'host' AND (kind = 'host_op' OR (kind = 'user_range' AND self_dur IS NOT NULL)) AND parent_id IS NOT NULL
-), up(rank, id, self, dur, aicore_self, aicore) AS (  -- launchers' device time, handed up a level at a time
-    SELECT rank, id, dur, dur, aicore, aicore FROM launched
+), first AS MATERIALIZED (  -- the launchers' parents, in a plain join (DuckDB spills it; the recursion's own could not)
+    SELECT h.rank, h.parent_id AS id, sum(l.dur) AS dur, sum(l.aicore) AS aicore
+    FROM launched l JOIN host h ON h.rank = l.rank AND h.id = l.id GROUP BY ALL
+), up(rank, id, dur, aicore) AS (  -- handed up a level at a time from there
+    SELECT rank, id, dur, aicore FROM first
     UNION ALL
-    SELECT u.rank, h.parent_id, 0, sum(u.dur), 0, sum(u.aicore) FROM up u JOIN host h ON h.rank = u.rank AND h.id = u.id
+    SELECT u.rank, h.parent_id, sum(u.dur), sum(u.aicore) FROM up u JOIN host h ON h.rank = u.rank AND h.id = u.id
     GROUP BY u.rank, h.parent_id
 ), device AS (
     SELECT rank, id, sum(self) AS self, sum(dur) AS total, sum(aicore_self) AS aicore_self, sum(aicore) AS aicore_total
-    FROM up GROUP BY rank, id
+    FROM (SELECT rank, id, dur AS self, dur, aicore AS aicore_self, aicore FROM launched
+          UNION ALL SELECT rank, id, 0, dur, 0, aicore FROM up) GROUP BY rank, id
 )
 SELECT o.rank, o.step, o.id, o.ts, o.name, o.kind = 'user_range' AS is_range, o.input_shapes,
        CASE WHEN run_cann_args() THEN o.args ->> 'Call stack' END AS call_stack,
