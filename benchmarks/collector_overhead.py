@@ -96,7 +96,7 @@ def unprofiled(step, n: int, tmp: Path) -> Timing:
 def bare_torch(step, n: int, tmp: Path, **options: bool) -> Timing:
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if torch.cuda.is_available() and DEVICE[0] != "cpu" else [])]
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if DEVICE[0] != "cpu" else [])]
     prof = profile(activities=activities, schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1),
                    **options)
     t = time.perf_counter()
