@@ -140,8 +140,8 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         limit, where = os.environ[MEMORY_LIMIT_ENV], MEMORY_LIMIT_ENV
     try:
         if limit is None:
-            default = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-            if size_bytes(default) is None or size_bytes(default) > size_bytes(QUERY_MEMORY_LIMIT):  # unread: more than any cap
+            default = size_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+            if default is None or default > size_bytes(QUERY_MEMORY_LIMIT):  # unread: more than any cap
                 con.execute(f"SET memory_limit = '{QUERY_MEMORY_LIMIT}'")
         else:
             con.execute("SET memory_limit = ?", [str(limit)])
