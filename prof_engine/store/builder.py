@@ -42,6 +42,7 @@ from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_
 from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
+from prof_engine.store.fill_pass import fill_pass
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -183,7 +184,7 @@ def host_pass_memory_limit(limit: str, records: int) -> str:
 def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
                 whole: bool = True, host_pass_limits: tuple[str, str] | None = None) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass,
-    `finalize.sql`, the lane pass, then `fill.sql`): `files` lists (file index, rank, offset ns)
+    `finalize.sql`, the lane pass, `fill.sql`, the fill pass, then `pair.sql`): `files` lists (file index, rank, offset ns)
     of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
     canonical records (and `staged_summary` sums them up).
     Returns the tables that have staged files (`copy_tables`' `only`). `whole`: the staged
@@ -204,10 +205,13 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         value = f"CASE file {cases} END" if files else "NULL"
         con.execute(f"CREATE OR REPLACE MACRO {macro}(file) AS ({value})::{sql_type}")
     with_files = set()
+    staged_slices: list[str] = []
     for name, table in schema.stored_tables().items():
         if table.derived:  # computed by finalize.sql, never staged
             continue
         staged = sorted(str(p) for p in (Path(staging) / name).glob("*.parquet"))
+        if name == "slices":
+            staged_slices = staged
         if staged:
             with_files.add(name)
             paths = ", ".join(literal(p) for p in staged)
@@ -229,6 +233,8 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     con.execute((data_dir("queries") / "store" / "finalize.sql").read_text())
     lane_pass(con, Path(staging) / "_lanes.parquet")
     con.execute((data_dir("queries") / "store" / "fill.sql").read_text())
+    fill_pass(con, staged_slices, Path(staging) / "_fill.parquet")
+    con.execute((data_dir("queries") / "store" / "pair.sql").read_text())
     return with_files
 
 

@@ -18,8 +18,9 @@
 --                    run in between, which also defines
 --   step_at(rank, ts)  the step of `_steps` that holds a time (NULL: none), as step 1 defines it.
 -- This script stops at the lanes' activity (`_lane_activity`): prof_engine.store.lane_pass then
--- makes `_lanes` of it (step 5), and queries/store/fill.sql does the rest.
--- Output (of fill.sql): views final_<table>, one per canonical table, with every column filled in,
+-- makes `_lanes` of it (step 5), queries/store/fill.sql yields the filled-in columns,
+-- prof_engine.store.fill_pass puts them in staging order, and queries/store/pair.sql does the rest.
+-- Output (of pair.sql): views final_<table>, one per canonical table, with every column filled in,
 -- and `_s`, the staged slices' narrow columns, which the macros of queries/store/manifest.sql sum
 -- up for the manifest.
 --
@@ -60,11 +61,13 @@
 -- How (bounded memory): steps 1-6 run on narrow projections of the staged records (ids, times,
 -- keys), never on their wide text columns (names, args; the launchers' are read once, for the
 -- few distinct (name, shapes, types) they hold, and so are the launching API calls' names). They
--- yield the columns that finalisation fills in, one row per staged slice (`_fill_slices`).
--- `final_slices` pairs each staged slice with its filled-in row by position (POSITIONAL JOIN over
--- both in `_part`, `_row` order), so the wide columns are read once, in a stream, and never
--- sorted, hashed or joined. (A join of the final pass with the device tasks' launching calls by
--- id, in place of their three columns in `_fill_slices`, made the 329 MB import ~1.5 s slower.)
+-- yield the columns that finalisation fills in, one row per staged slice, with the slice's staging
+-- position (fill.sql's `_fill_*` views). prof_engine.store.fill_pass puts those rows in staging
+-- order by their positions, with no sort (`_fill`), and `final_slices` (queries/store/pair.sql)
+-- reads each staged slice beside its row (a positional scan of both), so the wide columns are
+-- read once, in a stream, and never sorted, hashed or joined. (A join of the final pass with the
+-- device tasks' launching calls by id, in place of their three filled-in columns, made the 329 MB
+-- import ~1.5 s slower.)
 -- Point records need nothing but their file and `step_at`: `final_<table>` computes their
 -- columns as it reads them.
 
