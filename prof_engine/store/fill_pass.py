@@ -21,6 +21,7 @@ get none: the final pass leaves them out).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -73,11 +74,18 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
                     windows[0].put(at, columns)
                 else:
                     _send(windows, spill, source, at, columns)
-        with pq.ParquetWriter(path, schema, **FILE_OPTIONS) as writer:
+        # a window is written on a thread while the next is put in order (both mostly outside the GIL)
+        with pq.ParquetWriter(path, schema, **FILE_OPTIONS) as writer, ThreadPoolExecutor(1) as pool:
+            written = None
             for window in windows:
                 window.take_spilled()
-                writer.write_table(window.table(dictionaries))
-            if not windows:
+                table = window.table(dictionaries)
+                if written is not None:
+                    written.result()
+                written = pool.submit(writer.write_table, table)
+            if written is not None:
+                written.result()
+            else:
                 writer.write_table(schema.empty_table())
         listed = con.execute("SELECT count(*) FROM _s").fetchall()[0][0]
         if filled != listed:
