@@ -45,11 +45,13 @@ CREATE OR REPLACE TEMP VIEW final_flows AS SELECT * FROM _point_records('staging
 -- Communication details take the rank, device and step of their slice (and go with it): first
 -- paired with their slices on narrow columns alone, into a table as small as they are. Joined
 -- with the details' own text columns, DuckDB's plan for the pairing took 20-60 MiB above its
--- memory limit at 1 M records.
+-- memory limit at 1 M records. The step by position: a positional scan of every staged slice and
+-- its computed columns runs on one thread (0.09 s at 329 MB of JSON, against 0.03 s).
 CREATE OR REPLACE TEMP TABLE _comm_place AS
-SELECT s.id, file_rank(s.rank) AS rank, s.device, f.step
-FROM staging_slices s POSITIONAL JOIN _fill f
-WHERE file_rank(s.rank) IS NOT NULL AND s.id IN (SELECT slice_id FROM staging_comm);
+WITH c AS (
+    SELECT s.id, file_rank(s.rank) AS rank, s.device, fill_position(s._part, s._row) AS position FROM staging_slices s
+    WHERE file_rank(s.rank) IS NOT NULL AND s.id IN (SELECT slice_id FROM staging_comm))
+SELECT c.id, c.rank, c.device, f.step FROM c JOIN _fill_positions f USING (position);
 
 CREATE OR REPLACE TEMP VIEW final_comm AS
 SELECT c.* EXCLUDE (_part, _row) REPLACE (p.rank AS rank, p.device AS device, p.step AS step)
