@@ -7,9 +7,9 @@ list `staging_slices` reads) and `_row` (its row there). The files' row counts m
 global position, so each row's place in staging order is known: the pass puts each value there
 (a scatter), where DuckDB sorted every row by position and held the sorted copy beside the table
 they came from (at 329 MB of JSON that sort, within the copy's 48 MB, spilled 65-74 MiB; without
-it the copy takes ~0.35 s less, this pass ~0.3 s, and the import peaks ~15 MiB lower). The columns go
-to a Parquet file in staging order, and the view `_fill` reads it: a plain scan, which DuckDB
-reads beside the plain scan of the staged slices (a streaming positional scan).
+it the copy takes ~0.35 s less, this pass ~0.23 s, and the import peaks ~15 MiB lower). The
+columns go to a Parquet file in staging order, and the view `_fill` reads it: a plain scan, which
+DuckDB reads beside the plain scan of the staged slices (a streaming positional scan).
 
 Memory stays bounded: the positions are cut into windows of `WINDOW_ROWS`, and only one window's
 columns are held. With one window (up to ~130 k slices, ~60 MB of Kineto JSON) the rows are put
