@@ -101,6 +101,14 @@ def test_rows_land_at_their_slices(tmp_path, monkeypatch, seed):
             want[column] = dictionaries[column][value] if column in dictionaries and value is not None else value
         assert row == want, position
     assert not (tmp_path / "_fill").exists()  # the windows' files are gone
+    # a staged slice's position (`fill_position`) is its row of `_fill_positions`
+    slices = [(part, row) for part, n in enumerate(counts) for row in range(n)]
+    if slices:
+        con.register("_slices_arrow", pa.table({"part": [p for p, _ in slices], "row": [r for _, r in slices]}))
+        assert con.execute("SELECT list(fill_position(part, row) ORDER BY part, row) FROM _slices_arrow").fetchall()[0][0] \
+            == list(range(len(slices)))
+        positions = con.execute("SELECT list(position ORDER BY position) FROM _fill_positions").fetchall()[0][0]
+        assert positions == list(range(len(slices)))
 
 
 def test_a_slice_filled_in_twice_is_an_error(tmp_path, monkeypatch):
