@@ -80,7 +80,7 @@ def _setup(tmp_path, rng: random.Random, counts: list[int], unlisted: set[int]):
 
 
 def _filled(con) -> list[dict]:
-    return con.sql("SELECT * FROM _fill").to_arrow_table().to_pylist()
+    return con.sql("SELECT * EXCLUDE (position) FROM _fill ORDER BY position").to_arrow_table().to_pylist()
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -101,13 +101,13 @@ def test_rows_land_at_their_slices(tmp_path, monkeypatch, seed):
             want[column] = dictionaries[column][value] if column in dictionaries and value is not None else value
         assert row == want, position
     assert not (tmp_path / "_fill").exists()  # the windows' files are gone
-    # a staged slice's position (`fill_position`) is its row of `_fill_positions`
+    # a staged slice's position (`fill_position`) is its row's `position` in `_fill`
     slices = [(part, row) for part, n in enumerate(counts) for row in range(n)]
     if slices:
         con.register("_slices_arrow", pa.table({"part": [p for p, _ in slices], "row": [r for _, r in slices]}))
         assert con.execute("SELECT list(fill_position(part, row) ORDER BY part, row) FROM _slices_arrow").fetchall()[0][0] \
             == list(range(len(slices)))
-        positions = con.execute("SELECT list(position ORDER BY position) FROM _fill_positions").fetchall()[0][0]
+        positions = con.execute("SELECT list(position ORDER BY position) FROM _fill").fetchall()[0][0]
         assert positions == list(range(len(slices)))
 
 
@@ -177,3 +177,27 @@ def test_an_import_in_many_windows_is_the_same_run(tmp_path, monkeypatch):
                           f"'{tmp_path / 'many' / 'slices'}/**/*.parquet', hive_partitioning=true) "
                           "WHERE kind = 'kernel'").fetchall()[0]
     assert kernels == (120, 120, 120)
+
+
+def test_a_pairing_out_of_step_is_an_error(tmp_path, monkeypatch):
+    """The final pass checks each staged slice's position against its row's: rows read out of step
+    with the staged slices are an error, not a run of shifted columns."""
+    from test_finalize_files import stage
+
+    from prof_engine.store import builder
+    from prof_engine.store.builder import finalize_unit
+
+    def unit_of(name):
+        unit = tmp_path / name
+        for file, first_id in ((0, 10), (1, 20)):
+            stage(unit / "staging", file, first_id)
+        return unit
+
+    def shifted(con, staged, path):  # the slices as if read one row later than their columns
+        fp.fill_pass(con, staged, path)
+        con.execute("CREATE OR REPLACE TEMP MACRO fill_position(part, row) AS part * 3 + row + 1")
+    monkeypatch.setattr(builder, "fill_pass", shifted)
+    with pytest.raises(Exception, match="slices out of step with their computed columns"):
+        finalize_unit(unit_of("shifted"), [(0, 3, 0), (1, 4, 0)])
+    monkeypatch.undo()
+    assert finalize_unit(unit_of("in_step"), [(0, 3, 0), (1, 4, 0)]).rows["slices"] == 6

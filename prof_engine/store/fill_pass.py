@@ -50,9 +50,8 @@ FILE_OPTIONS = {"compression": "none", "use_dictionary": [c for c, t in COLUMNS 
 
 def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> None:
     """Read `_fill_*` on `con` into the Parquet file `path`, in the order of the staged slices'
-    files `staged` (as `staging_slices` lists them), and create the view `_fill` over it; also
-    `_fill_positions` (the same with each row's `position`) and the macro
-    `fill_position(part, row)`, a staged slice's position there."""
+    files `staged` (as `staging_slices` lists them), and create the view `_fill` over it (with
+    each row's `position`), and the macro `fill_position(part, row)`: a staged slice's position."""
     counts = [pq.read_metadata(p).num_rows for p in staged]
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
@@ -97,8 +96,7 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
             window.discard()
         if spill is not None and spill.exists():
             spill.rmdir()
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _fill AS SELECT * FROM read_parquet({literal(path)})")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _fill_positions AS SELECT file_row_number AS position, * "
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _fill AS SELECT file_row_number AS position, * "
                 f"FROM read_parquet({literal(path)})")
     cases = " ".join(f"WHEN {part} THEN {int(offset)}" for part, offset in enumerate(offsets[:-1]))
     con.execute(f"CREATE OR REPLACE TEMP MACRO fill_position(part, row) AS "

@@ -11,7 +11,8 @@ DROP TABLE _launch_sigs;
 
 -- A staged record and its filled-in row, paired by position: `_fill` holds a row for every staged
 -- slice, in the order of a plain scan of them (`fill_pass` checks that it filled each slice of a
--- listed file once), so DuckDB reads both side by side (a positional scan), streaming.
+-- listed file once), so DuckDB reads both side by side (a positional scan), streaming; error()
+-- guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* EXCLUDE (_part, _row) REPLACE (
            file_rank(s.rank) AS rank, s.ts + file_offset(s.rank) AS ts, f.step AS step, f.depth::INTEGER AS depth,
@@ -24,7 +25,8 @@ SELECT s.* EXCLUDE (_part, _row) REPLACE (
            CASE WHEN finalize_whole() THEN f.launch_api_ts END AS launch_api_ts,
            CASE WHEN finalize_whole() THEN f.launch_api_dur END AS launch_api_dur)
 FROM staging_slices s POSITIONAL JOIN _fill f
-WHERE file_rank(s.rank) IS NOT NULL;
+WHERE CASE WHEN fill_position(s._part, s._row) <> f.position THEN error('finalize: slices out of step with their computed columns')
+           ELSE file_rank(s.rank) IS NOT NULL END;
 
 -- Point records (marks, counters, memory_events, flows) take the step whose range contains them,
 -- unless their source stated it: a projection of their staged rows, in one pass that sorts and
@@ -51,7 +53,7 @@ CREATE OR REPLACE TEMP TABLE _comm_place AS
 WITH c AS (
     SELECT s.id, file_rank(s.rank) AS rank, s.device, fill_position(s._part, s._row) AS position FROM staging_slices s
     WHERE file_rank(s.rank) IS NOT NULL AND s.id IN (SELECT slice_id FROM staging_comm))
-SELECT c.id, c.rank, c.device, f.step FROM c JOIN _fill_positions f USING (position);
+SELECT c.id, c.rank, c.device, f.step FROM c JOIN _fill f USING (position);
 
 CREATE OR REPLACE TEMP VIEW final_comm AS
 SELECT c.* EXCLUDE (_part, _row) REPLACE (p.rank AS rank, p.device AS device, p.step AS step)
