@@ -69,6 +69,8 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
                 if not batch.num_rows:
                     continue
                 at = offsets[batch.column("_part").to_numpy()] + batch.column("_row").to_numpy()
+                if at.min() < 0 or at.max() >= total:
+                    raise RunError("finalize: a filled-in row's staging position is out of range")
                 filled += len(at)
                 columns = batch.drop_columns(["_part", "_row"])
                 if spill is None:
@@ -104,10 +106,8 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
 
 
 def _send(windows: list[_Window], spill: Path, source: str, at: np.ndarray, columns: pa.RecordBatch) -> None:
-    """Append the rows at positions `at` to their windows' files."""
+    """Append the rows at positions `at` (each within the staged slices) to their windows' files."""
     window = at // WINDOW_ROWS
-    if window.min() < 0 or window.max() >= len(windows):
-        raise RunError("finalize: a filled-in row's staging position is out of range")
     order = np.argsort(window, kind="stable")
     bounds = np.searchsorted(window[order], np.arange(len(windows) + 1))
     rows = columns.append_column("_at", pa.array(at)).take(pa.array(order))
@@ -131,9 +131,7 @@ class _Window:
         n = self.end - self.start
         if self._seen is None:
             self._seen = np.zeros(n, np.bool_)
-        at = at - self.start
-        if len(at) and (at.min() < 0 or at.max() >= n):
-            raise RunError("finalize: a filled-in row's staging position is out of range")
+        at = at - self.start  # within the window: `fill_pass` checked the positions, `_send` sent them here
         if self._seen[at].any():
             raise RunError("finalize: a staged slice was filled in twice")
         self._seen[at] = True
