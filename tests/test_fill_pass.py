@@ -111,30 +111,18 @@ def test_rows_land_at_their_slices(tmp_path, monkeypatch, seed):
         assert positions == list(range(len(slices)))
 
 
-def test_a_slice_filled_in_twice_is_an_error(tmp_path, monkeypatch):
-    con, staged, _ = _setup(tmp_path, random.Random(1), [50, 50], set())
-    con.execute("CREATE OR REPLACE TEMP VIEW _fill_steps AS SELECT * FROM _fill_steps_arrow "
-                "UNION ALL (SELECT * FROM _fill_steps_arrow LIMIT 1)")
-    for window in (1 << 18, 16):
+@pytest.mark.parametrize("seed, counts, source, match", [
+    (1, [50, 50], "SELECT * FROM _fill_steps_arrow UNION ALL (SELECT * FROM _fill_steps_arrow LIMIT 1)",
+     "filled in twice"),
+    (2, [30], "SELECT * FROM _fill_steps_arrow LIMIT 0", "rows filled in for"),
+    (3, [20, 20], "SELECT _part, _row + 1000 AS _row, step, depth, parent_id FROM _fill_steps_arrow", "out of range"),
+], ids=["twice", "missing", "out-of-range"])
+def test_a_slice_filled_in_wrong_is_an_error(tmp_path, monkeypatch, seed, counts, source, match):
+    con, staged, _ = _setup(tmp_path, random.Random(seed), counts, set())
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _fill_steps AS {source}")
+    for window in (1 << 18, 8):  # one window, and several
         monkeypatch.setattr(fp, "WINDOW_ROWS", window)
-        with pytest.raises(RunError, match="filled in twice"):
-            fp.fill_pass(con, staged, tmp_path / "_fill.parquet")
-
-
-def test_a_slice_not_filled_in_is_an_error(tmp_path):
-    con, staged, _ = _setup(tmp_path, random.Random(2), [30], set())
-    con.execute("CREATE OR REPLACE TEMP VIEW _fill_steps AS SELECT * FROM _fill_steps_arrow LIMIT 0")
-    with pytest.raises(RunError, match="rows filled in for"):
-        fp.fill_pass(con, staged, tmp_path / "_fill.parquet")
-
-
-def test_a_position_past_the_staged_slices_is_an_error(tmp_path, monkeypatch):
-    con, staged, _ = _setup(tmp_path, random.Random(3), [20, 20], set())
-    con.execute("CREATE OR REPLACE TEMP VIEW _fill_steps AS SELECT _part, _row + 1000 AS _row, step, depth, parent_id "
-                "FROM _fill_steps_arrow")
-    for window in (1 << 18, 8):
-        monkeypatch.setattr(fp, "WINDOW_ROWS", window)
-        with pytest.raises(RunError, match="out of range"):
+        with pytest.raises(RunError, match=match):
             fp.fill_pass(con, staged, tmp_path / "_fill.parquet")
 
 
