@@ -34,7 +34,7 @@ def use_jemalloc() -> None:
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter numbers (malloc.h)
 M_ARENA_MAX = -8
-MMAP_THRESHOLD = 128 << 10  # glibc's own initial threshold
+MMAP_THRESHOLD = 1 << 20  # above DuckDB's 256 KiB blocks (glibc's own initial threshold: 128 KiB)
 ARENA_MAX = 2
 
 
@@ -67,7 +67,7 @@ def limit_arenas() -> None:
 
 
 def fix_mmap_threshold() -> None:
-    """Keep glibc's mmap threshold at 128 KiB instead of letting it grow.
+    """Keep glibc's mmap threshold at 1 MiB instead of letting it grow.
 
     glibc serves blocks above the threshold by mmap and gives them back on free, but each such
     free raises the threshold to the freed block's size (up to 32 MB). After the trace reader's
@@ -76,6 +76,11 @@ def fix_mmap_threshold() -> None:
     does not return free space below its top: at the peak of a 100 MB trace's finalisation,
     ~40 MB of RSS was free heap. Setting the threshold fixes it (and stops its growth). glibc only;
     elsewhere (musl, macOS) nothing is done.
+
+    1 MiB, not glibc's initial 128 KiB: DuckDB's buffer blocks (256 KiB) and Arrow's zstd contexts
+    then come from the heaps and are reused, where at 128 KiB each was mapped, faulted in and
+    unmapped anew (a 329 MB trace's import: 254 k page faults instead of 308 k, 0.1 s less CPU and
+    0.09 s less wall in ten alternating runs each, 1 MiB more peak RSS).
 
     The setting stays for the rest of the process: in an import worker, the next units' 8 MB
     chunks are then mapped and faulted in anew (~+0.1 s of CPU per 100 MB converted). Without it
