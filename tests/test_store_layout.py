@@ -36,6 +36,29 @@ def test_partition_files_hold_the_schema_types(tmp_path):
     assert self_dur == [("aten::addmm", 40_000), ("aten::linear", 10_000)]
 
 
+def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
+    """Times, durations and ids (integers without a dictionary) are DELTA_BINARY_PACKED; any int64,
+    in any order, with NULLs, comes back as written."""
+    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("aten::mm", 1, 50), x("aten::add", 60, 5)])],
+                                   tmp_path / "run")
+    [path] = (run / "slices").rglob("*.parquet")
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    for column in ("id", "ts", "dur", "self_dur", "external_id"):
+        assert "DELTA_BINARY_PACKED" in encodings[column], (column, encodings[column])
+    assert "RLE_DICTIONARY" in encodings["name"] and "DELTA_BINARY_PACKED" not in encodings["name"]
+    rng = random.Random(3)
+    values = [rng.choice([None, 0, -1, 2**63 - 1, -2**63, rng.randrange(-2**40, 2**40)]) for _ in range(5000)]
+    with ThreadPoolExecutor(1) as pool:
+        writer = PartitionWriter(tmp_path / "t", pool)
+        writer.write(pa.record_batch({"device": ["host"] * len(values), "step": pa.nulls(len(values), pa.int64()),
+                                      "ts": pa.array(values, pa.int64())}))
+        writer.close()
+    [path] = (tmp_path / "t").rglob("*.parquet")
+    assert pq.read_table(path).column("ts").to_pylist() == values
+    assert "DELTA_BINARY_PACKED" in pq.ParquetFile(path).metadata.row_group(0).column(0).encodings
+
+
 def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
     devices = ["host", "gpu0", "npu:1", "a/b", "..", "a=b", "a b", "%2F", "é", "~_-.", "'\""]
     con = duckdb.connect()
