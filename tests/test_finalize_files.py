@@ -57,3 +57,13 @@ def test_the_records_of_a_file_not_listed_are_left_out(tmp_path):
     assert finalised(tmp_path, [(1, 2, 0)]) == (
         [(20, 2, 100, 7, None, None, None), (21, 2, 200, 7, 0, None, 250), (22, 2, 250, 7, 1, 21, 50)],
         sorted([("m20", 2, 150, 7), ("m20", 2, 2_000, None), ("m20", 2, 2_000, 3)], key=str))
+
+
+def test_staged_integers_are_deltas_and_few_valued_text_has_dictionaries(tmp_path):
+    stage(tmp_path / "staging", 0, 10)
+    [path] = (tmp_path / "staging" / "slices").glob("*.parquet")
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert all("DELTA_BINARY_PACKED" in encodings[c] for c in ("id", "ts", "dur", "step")), encodings
+    assert "RLE_DICTIONARY" in encodings["name"] and "DELTA_BINARY_PACKED" not in encodings["name"]
+    assert pq.read_table(path).column("ts").to_pylist() == [100, 200, 250]

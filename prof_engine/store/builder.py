@@ -43,7 +43,7 @@ from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
 from prof_engine.store.fill_pass import fill_pass
-from prof_engine.store.partitions import PartitionWriter, SortedWriter, hive_types
+from prof_engine.store.partitions import PartitionWriter, SortedWriter, column_encoding, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
 # Bounds of DuckDB's memory limit in finalize: at least a base plus some per DuckDB thread (each
@@ -404,6 +404,8 @@ _PENDING = 4  # staged batches waiting to be written, at most
 # which DuckDB then reads faster (not for args, times, ids: pyarrow built each column's dictionary
 # until it outgrew its limit); no statistics, which nothing reads. At 329 MB of JSON the staging
 # thread spent 0.46 s on slices with pyarrow's defaults, 0.26 s so, and the import ~0.15 s less.
+# The integers as deltas, as in the run store (`column_encoding`): 329 MB of JSON stage in 22.7 MB
+# instead of 32.4, and the import took 0.07-0.10 s less (two sets of ten alternating runs).
 STAGING_OPTIONS = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
                    "write_statistics": False}
 
@@ -435,7 +437,8 @@ class StagingSink:
         if w is None:
             path = self.root / table / f"{self.tag}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, **STAGING_OPTIONS)
+            encoding = column_encoding(batch.schema, STAGING_OPTIONS["use_dictionary"])
+            w = self._writers[table] = pq.ParquetWriter(path, batch.schema, column_encoding=encoding, **STAGING_OPTIONS)
         w.write_batch(batch)
 
     def close(self) -> None:
