@@ -37,8 +37,9 @@ def test_partition_files_hold_the_schema_types(tmp_path):
 
 
 def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
-    """Times, durations and ids (integers without a dictionary) are DELTA_BINARY_PACKED; any int64,
-    in any order, with NULLs, comes back as written."""
+    """Times, durations and ids (integers without a dictionary) are DELTA_BINARY_PACKED, and LZ4
+    compressed as dictionary indices are; free text (args) is zstd compressed. Any int64, in any
+    order, with NULLs, comes back as written."""
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("aten::mm", 1, 50), x("aten::add", 60, 5)])],
                                    tmp_path / "run")
     [path] = (run / "slices").rglob("*.parquet")
@@ -47,6 +48,8 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
     for column in ("id", "ts", "dur", "self_dur", "external_id"):
         assert "DELTA_BINARY_PACKED" in encodings[column], (column, encodings[column])
     assert "RLE_DICTIONARY" in encodings["name"] and "DELTA_BINARY_PACKED" not in encodings["name"]
+    codecs = {meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)}
+    assert (codecs["args"], codecs["ts"], codecs["name"]) == ("ZSTD", "LZ4", "LZ4")
     rng = random.Random(3)
     values = [rng.choice([None, 0, -1, 2**63 - 1, -2**63, rng.randrange(-2**40, 2**40)]) for _ in range(5000)]
     with ThreadPoolExecutor(1) as pool:
