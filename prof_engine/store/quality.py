@@ -1,0 +1,49 @@
+"""What an import had to guess, in one catalogue: the rules of the `data_quality` view.
+
+An importer that guesses (reads a value it cannot trust, invents a rank, drops what it cannot
+place) records a *finding* in its source's `info["findings"]` with `add_finding`; the manifest
+keeps them, `prof-engine import` prints one warning line per rule, and the `data_quality` view
+lists them beside the rules computed from the tables (queries/data_quality.sql). A rule that is
+not in `RULES` is a programming error, so every finding has a description users can read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# rule -> what it means for the numbers (one line, shown by `prof-engine check`).
+# Import-time rules (recorded by importers) and table rules (computed by queries/data_quality.sql)
+# share this catalogue so `check`, `info` and the report describe both alike.
+RULES: dict[str, str] = {
+    # --- recorded at import
+    "negative_durations": "slices that end before they start, read as 0 µs long",
+    "unclosed_slices": "B events with no matching E: closed at the end of their thread's last event",
+    "unmatched_ends": "E events with no open B on their thread: dropped",
+    "values_out_of_range": "times or durations outside any real run (before 1970, past 2^62 ns, longer than a day): dropped",
+    "invented_rank": "the source says no rank: its rank is the file's position among the sources",
+    "duplicate_source": "the same trace given twice: imported once",
+    "clock_anchor": "times shifted onto the Unix clock by an anchor the source wrote",
+    "unknown_categories": "event categories this build does not know: imported as kind 'other'",
+    "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
+    # --- computed from the tables (queries/data_quality.sql)
+    "other_records": "records of kind 'other': in no report but the timeline",
+    "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
+    "overlapping_device_steps": "steps whose device spans overlap the next step's: their Free counts only idle time",
+    "missing_ranks": "ranks of the job (world size) with no trace in the run",
+}
+
+
+def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None) -> None:
+    """Record in a source's `info` that `count` records fell under `rule` (a key of RULES);
+    `detail` says what and where in one line (e.g. the first offending name). Count 0 records
+    nothing; the same rule and device twice add up."""
+    if rule not in RULES:
+        raise ValueError(f"unknown data-quality rule {rule!r}")
+    if count <= 0:
+        return
+    found = info.setdefault("findings", [])
+    for f in found:
+        if f["rule"] == rule and f.get("device") == device:
+            f["count"] += int(count)
+            return
+    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device})
