@@ -62,6 +62,9 @@ def _odd_events() -> list[dict]:
         x("string pid", BASE + 210, 1, pid="7", tid="0x10", correlation="012"),
         x(123, BASE + 220, 1),  # a non-string name
         x("Trace window", BASE, 6000, cat="Trace"),  # the profiler's own range: left out
+        x("Memcpy HtoD", BASE + 60, 4, cat="Memcpy", pid=0, tid="stream 7", stream=7, correlation=13,
+          **{"external id": 1}),  # Kineto of 2021: capitalised categories, `external id`
+        x("plugin op", BASE + 70, 1, cat="my_plugin"),  # an unknown category
         {"ph": "X", "cat": "cpu_op", "name": "no ts", "dur": 5, "pid": 1, "tid": 1},
         {"ph": "X", "cat": "cpu_op", "name": "no dur", "ts": BASE + 230, "pid": 1, "tid": 1},
         {"ph": "X", "cat": None, "name": None, "ts": BASE + 240, "dur": 1, "pid": None, "tid": None, "args": None},
@@ -128,7 +131,8 @@ def test_begin_end_pairs_same_run(tmp_path, monkeypatch):
     assert native == python and len(native["slices"]) == 3
 
 
-@pytest.mark.parametrize("folder", ["hta_nccl_parser_rank0_ws2", "hta_amd_mi250_rocm", "hta_sampled_2rank_nccl"])
+@pytest.mark.parametrize("folder", ["hta_nccl_parser_rank0_ws2", "hta_amd_mi250_rocm", "hta_sampled_2rank_nccl",
+                                    "kineto_v100_resnet50_2021"])
 def test_real_kineto_traces_same_run(tmp_path, monkeypatch, folder):
     paths = sorted(p for p in fixture_path("kineto", folder).iterdir() if ".json" in p.name)
     native, python = _both(tmp_path, paths, monkeypatch)

@@ -26,6 +26,7 @@ from prof_engine.importers.columns import (  # _int, _text, shapes_text: other i
 )
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
+from prof_engine.store.quality import add_finding
 
 Sink = Callable[[str, pa.RecordBatch], None]
 BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
@@ -38,6 +39,7 @@ class Args(msgspec.Struct, gc=False):
     """The `args` keys that map onto canonical columns; the rest stays in the JSON `args` column."""
 
     external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_2021: Any = msgspec.field(default=None, name="external id")  # Kineto's device and runtime records, 2021
     correlation: Any = None
     stream: Any = None
     device: Any = None
@@ -117,10 +119,17 @@ class _Columns:
             v.clear()
 
 
-def anomalies(conv: ChromeConverter) -> dict[str, int]:
+def anomalies(conv: ChromeConverter) -> dict[str, Any]:
     """What a source's manifest entry (`info`) says was odd in it and read anyway: slices that end
-    before they start (`negative_durations`, read as 0 µs long; `prof-engine import` warns)."""
-    return {"negative_durations": conv.negative_durations} if conv.negative_durations else {}
+    before they start (`negative_durations`, read as 0 µs long; `prof-engine import` warns), and
+    the `findings` (store.quality) of slices whose category no table of `classify` knows."""
+    out: dict[str, Any] = {"negative_durations": conv.negative_durations} if conv.negative_durations else {}
+    unknown = conv.unknown_categories
+    if unknown:
+        named = ", ".join(f"{c!r} ({n})" for c, n in unknown.most_common(5))
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        add_finding(out, "unknown_categories", sum(unknown.values()), f"categories {named}{more}")
+    return out
 
 
 class ChromeConverter:
@@ -134,6 +143,7 @@ class ChromeConverter:
         self.open_begins: dict[tuple[str, str], list[Event]] = {}
         self.counts: dict[str, int] = {}
         self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
+        self.unknown_categories: Counter[str] = Counter()  # slices of kind "other" by unknown category
         # The columnar fast path reproduces the base class's per-event hooks; a subclass that
         # overrides any of them (Ascend, msprof) keeps the event-by-event path.
         self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
@@ -199,12 +209,15 @@ class ChromeConverter:
     def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
         """Kind, device and links of a duration event; None to leave it out. Subclasses for other
         producers (Ascend lanes) override this, the rest of the conversion is shared."""
-        if cat in classify.SKIPPED_CATEGORIES:
+        if classify.is_skipped_category(cat):
             return None
-        on_device = cat in classify.DEVICE_CATEGORIES
+        on_device = classify.is_device_category(cat)
         dev = _int(a.device)
+        kind = classify.kind_of(cat, name, a.collective is not None)
+        if kind == "other" and classify.is_unknown_category(cat):
+            self.unknown_categories[cat] += 1
         return Described(
-            kind=classify.kind_of(cat, name, a.collective is not None),
+            kind=kind,
             device=f"gpu{dev if dev is not None else _int(ev.pid) or 0}" if on_device else "host",
             stream=_int(a.stream) if on_device else None,
             correlation=_int(a.correlation),
@@ -244,7 +257,7 @@ class ChromeConverter:
         c["tid"].append(_text(ev.tid))
         c["stream"].append(d.stream)
         c["correlation"].append(d.correlation)
-        c["external_id"].append(_int(a.external_id))
+        c["external_id"].append(_external_id(a))
         for k in FINALIZED:
             c[k].append(None)
         c["input_shapes"].append(d.input_shapes)
@@ -261,9 +274,9 @@ class ChromeConverter:
         at a time: the same rows, ids and comm rows, with per-value work done once per column."""
         ts = us_texts_to_ns(_field(events, "ts"))
         cats = _texts(_field(events, "cat"))
-        if None in ts or not classify.SKIPPED_CATEGORIES.isdisjoint(cats):
-            keep = [i for i, (t, cat) in enumerate(zip(ts, cats))
-                    if t is not None and cat not in classify.SKIPPED_CATEGORIES]
+        skipped = list(map(classify.is_skipped_category, cats))
+        if None in ts or True in skipped:
+            keep = [i for i, (t, skip) in enumerate(zip(ts, skipped)) if t is not None and not skip]
             events, ts, cats = [events[i] for i in keep], [ts[i] for i in keep], [cats[i] for i in keep]
         if not events:
             return
@@ -273,7 +286,7 @@ class ChromeConverter:
         if None in names:
             names = [v or "" for v in names]
         n, first = len(events), self.seq + 1
-        on_device = list(compress(range(n), map(classify.DEVICE_CATEGORIES.__contains__, cats)))
+        on_device = list(compress(range(n), map(classify.is_device_category, cats)))
         devices, streams = ["host"] * n, [None] * n
         for i in on_device:
             devices[i], streams[i] = _gpu(args[i], events[i]), _int(args[i].stream)
@@ -282,7 +295,7 @@ class ChromeConverter:
         c["id"].extend(range(first, first + n))
         c["rank"].extend([self.file_index] * n)
         c["device"].extend(devices)
-        self._kind_columns(c, cats, names, collective)
+        self._kind_columns(c, cats, names, collective, self.unknown_categories)
         c["name"].extend(names)
         c["category"].extend(cats)
         c["ts"].extend(ts)
@@ -295,7 +308,10 @@ class ChromeConverter:
         c["tid"].extend(_texts(_field(events, "tid")))
         c["stream"].extend(streams)
         c["correlation"].extend(_ints(_field(args, "correlation")))
-        c["external_id"].extend(_ints(_field(args, "external_id")))
+        external = _ints(_field(args, "external_id"))
+        if None in external:  # Kineto's device and runtime records of 2021 spell it `external id`
+            external = [e if e is not None else _int(a.external_id_2021) for e, a in zip(external, args)]
+        c["external_id"].extend(external)
         nones = [None] * n
         for k in ("op_type", "task_type", *FINALIZED):
             c[k].extend(nones)
@@ -307,14 +323,19 @@ class ChromeConverter:
         self.seq = first + n - 1
 
     @staticmethod
-    def _kind_columns(c: dict[str, list], cats: list[str | None], names: list[str], collective: list) -> None:
+    def _kind_columns(c: dict[str, list], cats: list[str | None], names: list[str], collective: list,
+                      unknown: Counter[str]) -> None:
         """The kind and step columns: `classify.kind_of` once per distinct (category, name), then
-        the few rows with a `Collective name` arg redone (they may be comm kernels)."""
+        the few rows with a `Collective name` arg redone (they may be comm kernels); the rows of
+        kind "other" counted in `unknown` by category where no table of `classify` knows it."""
         kinds = _kinds(cats, names)
         if collective.count(None) < len(collective):
             for i, coll in enumerate(collective):
                 if coll is not None:
                     kinds[i] = classify.kind_of(cats[i], names[i], True)
+        others = _positions(kinds, "other")
+        if others:
+            unknown.update(cat for cat in map(cats.__getitem__, others) if classify.is_unknown_category(cat))
         steps = [None] * len(kinds)
         for i in _positions(kinds, "step"):
             steps[i] = classify.step_number(names[i])
@@ -512,6 +533,12 @@ class ChromeConverter:
         lane = self.lanes.setdefault(key[ev.name], {"pid": pid, "tid": key[ev.name][1] or None})
         field = {"process_name": "process", "process_labels": "labels", "thread_name": "thread"}[ev.name]
         lane[field] = _text(a.labels if ev.name == "process_labels" else a.name)
+
+
+def _external_id(a: Args) -> int | None:
+    """The `External id` of a slice; Kineto's device and runtime records of 2021 spell it `external id`."""
+    got = _int(a.external_id)
+    return got if got is not None else _int(a.external_id_2021)
 
 
 def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None):

@@ -110,6 +110,16 @@ def _kinds(cats: pa.Array, names: pa.Array, collective: pa.Array) -> pa.Array:
     return _per_distinct(key, kind, pa.string())
 
 
+def _count_unknown(conv: ChromeConverter, cats: pa.Array, kinds: pa.Array) -> None:
+    """Count the slices of kind "other" by category where no table of `classify` knows it."""
+    other = pc.equal(kinds, "other")
+    if not pc.any(other).as_py():
+        return
+    for cat, n in zip(*pc.value_counts(cats.filter(other)).flatten()):
+        if classify.is_unknown_category(cat.as_py()):
+            conv.unknown_categories[cat.as_py()] += n.as_py()
+
+
 def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
     """`convert(decoded JSON)` per row of raw JSON texts, once per distinct text (NULL stays NULL)."""
     if len(_MEMO) > _MEMO_MAX:
@@ -128,10 +138,11 @@ def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
 def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
     rows = pc.indices_nonzero(mask).cast(pa.int64())  # as `Chunk.column` takes them (once, not per column)
     cats = chunk.column("cat", TEXT, rows)
-    skipped = pc.fill_null(pc.is_in(cats, _set("skipped")), False)
+    keys = pc.ascii_lower(cats)  # `classify.category_key`: the tables know categories in lower case
+    skipped = pc.fill_null(pc.is_in(keys, _set("skipped")), False)
     if pc.any(skipped).as_py():
         keep = pc.invert(skipped)
-        rows, cats = rows.filter(keep), cats.filter(keep)
+        rows, cats, keys = rows.filter(keep), cats.filter(keep), keys.filter(keep)
     n = len(rows)
     if not n:
         return
@@ -143,12 +154,13 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     names = pc.fill_null(col("name"), "")
     collective = col("Collective name")
     kinds = _kinds(cats, names, collective)
+    _count_unknown(conv, cats, kinds)
     is_step = pc.equal(kinds, "step")
     steps = pa.nulls(n, pa.int64())
     if pc.any(is_step).as_py():
         number = pc.struct_field(pc.extract_regex(names, classify.STEP_NAME.pattern.replace("(", "(?P<n>", 1)), [0])
         steps = pc.if_else(is_step, pc.cast(number, pa.int64()), steps)
-    on_device = pc.fill_null(pc.is_in(cats, _set("device")), False)
+    on_device = pc.fill_null(pc.is_in(keys, _set("device")), False)
     pid = col("pid")
     if pc.any(on_device).as_py():
         dev = pc.coalesce(col("device", INT), pc.cast(chunk.column("pid", INT, rows), pa.int64()), 0)
@@ -168,7 +180,8 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         "device": devices, "step": steps, "kind": kinds, "name": names, "category": cats,
         "ts": ts_all.take(rows), "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
         "pid": pid, "tid": col("tid"), "stream": streams,
-        "correlation": col("correlation", INT), "external_id": col("External id", INT),
+        # Kineto's device and runtime records of 2021 spell it `external id`
+        "correlation": col("correlation", INT), "external_id": pc.coalesce(col("External id", INT), col("external id", INT)),
         "input_shapes": _memo_text(col("Input Dims", RAW), shapes_text, "shapes"),
         "input_types": _memo_text(col("Input type", RAW), _types_text, "types"),
         "args": args,

@@ -7,34 +7,76 @@ names are communication: importers ask here, nowhere else.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-# Chrome trace `cat` → canonical `kind` (schemas/slices.toml). Unknown categories become "other".
+# Chrome trace `cat` → canonical `kind` (schemas/slices.toml), by the category in lower case:
+# Kineto wrote capitalised names until mid-2021 (`Operator`, `Runtime`, `Kernel`, `Memcpy`,
+# `Memset`, `Python`, `Trace`) and its ActivityType names since (libkineto ActivityType.cpp, every
+# version, and the vendor forks' runtime and device names). Unknown categories become "other".
 CATEGORY_KIND: dict[str, str] = {
-    "cpu_op": "host_op",
-    "operator": "host_op",
+    "cpu_op": "host_op", "operator": "host_op",
     "user_annotation": "user_range",
-    "python_function": "python",
-    "cuda_runtime": "api",
-    "cuda_driver": "api",
-    "runtime": "api",
+    "python_function": "python", "python": "python",
+    # host-side runtime and driver calls of every backend (hpu_op: Gaudi's host-side runtime events)
+    "cuda_runtime": "api", "cuda_driver": "api", "runtime": "api", "xpu_runtime": "api", "xpu_driver": "api",
+    "mtia_runtime": "api", "glow_runtime": "api", "hpu_op": "api", "privateuse1_runtime": "api",
+    "privateuse1_driver": "api", "musa_runtime": "api", "musa_driver": "api", "mlu_runtime": "api",
+    "gcu_runtime": "api", "gcu_driver": "api",
     "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "gpu_user_annotation": "device_range",
-    "cuda_sync": "sync",
+    "gpu_memcpy": "memcpy", "memcpy": "memcpy", "mlu_memcpy": "memcpy", "gcu_memcpy": "memcpy",
+    "gpu_memset": "memset", "memset": "memset", "mlu_memset": "memset", "gcu_memset": "memset",
+    "gpu_user_annotation": "device_range", "mlu_user_annotation": "device_range", "gcu_user_annotation": "device_range",
+    "cuda_sync": "sync", "xpu_sync": "sync", "gcu_sync": "sync",
+    "collective_comm": "comm",
 }
 
 # Categories whose records run on the device (pid = device index, tid = stream).
-DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync"})
+DEVICE_CATEGORIES = frozenset({
+    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "memcpy", "memset",
+    "mlu_memcpy", "mlu_memset", "mlu_user_annotation", "gcu_memcpy", "gcu_memset", "gcu_user_annotation",
+})
 
 # Categories that describe the profiler itself, not the program: kept out of the tables.
-SKIPPED_CATEGORIES = frozenset({"Trace"})
+SKIPPED_CATEGORIES = frozenset({"trace"})
+
+# Categories Kineto writes that are no record of the program's own work (the profiler's overhead,
+# counter ranges, correlation records, instants, counters): kind "other", but known, not guessed.
+KNOWN_OTHER_CATEGORIES = frozenset({
+    "external_correlation", "cpu_instant_event", "overhead", "cuda_profiler_range", "cuda_event", "mtia_ccp_events",
+    "mtia_insight", "mtia_counters", "mtia_workloadd", "xpu_scope_profiler", "gpu_pm_counter", "memory",
+    "mlu_profiler_range", "mlu_notifier", "gcu_profiler_range",
+})
+KNOWN_CATEGORIES = frozenset(CATEGORY_KIND) | SKIPPED_CATEGORIES | KNOWN_OTHER_CATEGORIES
+
+
+@lru_cache(maxsize=4096)
+def category_key(category: str | None) -> str:
+    """The form of a category the tables above use: ASCII letters in lower case (Kineto changed
+    the case in 2021), as Arrow's `ascii_lower` gives it on the native path."""
+    return category.encode(errors="surrogatepass").lower().decode(errors="surrogatepass") if category else ""
+
+
+def is_device_category(category: str | None) -> bool:
+    return category_key(category) in DEVICE_CATEGORIES
+
+
+def is_skipped_category(category: str | None) -> bool:
+    return category_key(category) in SKIPPED_CATEGORIES
+
+
+def is_unknown_category(category: str | None) -> bool:
+    """A category none of the tables above knows (no category at all is not one): its records are
+    kind "other" because this build does not know what they are (a data-quality finding)."""
+    return bool(category) and category_key(category) not in KNOWN_CATEGORIES
+
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 # Device kernels of collective libraries (NCCL, RCCL, HCCL).
 _COMM_KERNEL = re.compile(r"(^|[^a-z])(nccl|rccl|hccl|hcom_)", re.IGNORECASE)
-# Host-side communication ranges: torch's record_function names for gloo/NCCL collectives.
+# Host-side communication ranges: the record_function of a c10d Work (`nccl:all_reduce`,
+# `gloo:broadcast`). torch marks them async, out of its call tree: kind comm, which the host pass
+# does not nest (queries/store/finalize.sql step 2) and key_averages lists without self time.
 _COMM_RANGE = re.compile(r"^(gloo|nccl):")
 
 # c10 DeviceType numbers in `[memory]` events → device name prefix.
@@ -45,7 +87,7 @@ def kind_of(category: str | None, name: str, has_collective: bool) -> str:
     """Canonical kind of a duration record from its source category and name."""
     if STEP_NAME.match(name):
         return "step"
-    kind = CATEGORY_KIND.get(category or "", "other")
+    kind = CATEGORY_KIND.get(category_key(category), "other")
     if kind == "kernel" and (has_collective or _COMM_KERNEL.search(name)):
         return "comm"
     if kind == "user_range" and _COMM_RANGE.match(name):

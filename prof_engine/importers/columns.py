@@ -23,6 +23,7 @@ class _SliceArgs(msgspec.Struct, gc=False):
     their text can be converted once per distinct value (a trace repeats the same few shapes)."""
 
     external_id: Any = msgspec.field(default=None, name="External id")
+    external_id_2021: Any = msgspec.field(default=None, name="external id")
     correlation: Any = None
     stream: Any = None
     device: Any = None

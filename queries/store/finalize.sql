@@ -89,13 +89,13 @@ SELECT rank, op_external_id AS external_id, min(id) AS op_id FROM _host WHERE op
 -- call ran on another thread (the task queue's), outside the op. A flow starts where its op starts
 -- and ends where its task starts; the op launched every device record of that task's correlation
 -- id. Kineto's arrows are left out before the joins (at 329 MB of JSON, 700 k of them took 0.13 s
--- to find none): its `ac2g` arrows start at API calls, which correlation ids already link, and its
--- `fwdbwd` arrows end at host ops.
+-- to find none): its `ac2g` arrows (`async` before 2021's rename) start at API calls, which
+-- correlation ids already link, and its `fwdbwd` arrows end at host ops.
 CREATE OR REPLACE TEMP TABLE _op_by_flow AS
 WITH fl AS (
     SELECT f.rank, m.category, m.flow_id, m.phase, m.pid, m.tid, m.ts + f.offset_ns AS ts
     FROM staging_flows m JOIN files f ON m.rank = f.file
-    WHERE m.category NOT IN ('ac2g', 'fwdbwd')
+    WHERE m.category NOT IN ('ac2g', 'async', 'fwdbwd')
 ), op_flows AS (
     SELECT fl.rank, fl.category, fl.flow_id, o.id AS op_id
     FROM fl JOIN _s o ON o.rank = fl.rank AND o.pid = fl.pid AND o.tid = fl.tid AND o.ts = fl.ts
