@@ -60,26 +60,29 @@ def import_(
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the import had to guess (see `check`).")] = False,
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
     from prof_engine import import_trace
+    from prof_engine import open as open_run
     from prof_engine.cli.render import err
-    from prof_engine.store import read_manifest
 
     progress = _Progress()
     try:
         run = import_trace(sources, output, force=force, jobs=jobs, progress=progress)
     finally:
         progress.close()
-    m = read_manifest(run)  # (opening the run would create every view: ~0.3 s for a line)
+    with open_run(run) as r:  # the data-quality rules need the views (~0.3 s to create)
+        m, warnings = r.manifest, r.quality_warnings()
     for skipped in m["skipped"]:
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
-    for src in m["sources"]:
-        if n := (src.get("info") or {}).get("negative_durations"):
-            err.print(f"Warning: {src['path']}: {n:,} event(s) end before they start; read as 0 µs long",
-                      highlight=False)
+    for line in warnings:
+        err.print(f"Warning: {line}", highlight=False)
     err.print(f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
-              f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps")
+              f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps"
+              + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else ""))
+    if strict and (warnings or m["skipped"]):
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -151,6 +154,29 @@ def report(
 
     with open(run, steps) as r:
         err.print(f"wrote {r.report(output, top)}")
+
+
+@app.command()
+def check(
+    run: RunArg,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any rule fired.")] = False,
+) -> None:
+    """List what the import had to guess (the data_quality view), per rank, device and rule.
+    Example: [bold]prof-engine check run[/bold]"""
+    from prof_engine import open
+    from prof_engine.cli import render
+
+    with open(run) as r:
+        found = r.quality()
+        skipped = r.manifest["skipped"]
+    for s in skipped:
+        render.err.print(f"left out: {s['error']}", highlight=False)
+    if len(found):
+        render.table(found, title=f"{run}: data quality")
+    elif not skipped:
+        render.out.print(f"{run}: no data-quality rule fired: the import guessed nothing", highlight=False)
+    if strict and (len(found) or skipped):
+        raise typer.Exit(1)
 
 
 @app.command()

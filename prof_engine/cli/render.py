@@ -17,8 +17,8 @@ out = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True, soft_wrap=True)
 
 
-# Columns of sentences (advice's): wrapped over lines, never cut.
-PROSE = ("Finding", "Suggestion")
+# Columns of sentences (advice's, data_quality's, info's values): wrapped over lines, never cut.
+PROSE = ("Finding", "Suggestion", "Detail", "Meaning", "value")
 
 
 def table(result: Result, title: str | None = None, limit: int | None = None, max_width: int = 48) -> None:

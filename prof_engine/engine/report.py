@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from prof_engine.engine.session import Result, Run
+from prof_engine.engine.session import STEPS_TITLE, Result, Run
 from prof_engine.engine.tables import cell_text, html_table
 from prof_engine.store.files import atomic_path
 
@@ -40,8 +40,9 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
         target = target / "report.html"
     summary = run.summary(top, more=True)
     parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _table(run.info())]
-    for i, (title, result) in enumerate(summary.items()):  # the first: the step breakdown, drawn too
-        parts += [f"<h2>{escape(title)}</h2>", *([_step_chart(result)] if i == 0 else []), _table(result)]
+    for title, result in summary.items():  # the step breakdown is drawn too
+        parts += [f"<h2>{escape(title)}</h2>", *([_step_chart(result)] if title == STEPS_TITLE else []),
+                  _table(result)]
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(run.path.name)}: prof-engine report</title><style>{_STYLE}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")

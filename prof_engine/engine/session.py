@@ -25,7 +25,9 @@ from prof_engine.store.manifest import (
     derived,
     host_only_ranks_possible,
     launch_names_stored,
+    quality_rules,
     run_devices,
+    run_findings,
     run_ranks,
 )
 from prof_engine.store.partitions import NULL_PARTITION, hive_types
@@ -91,6 +93,10 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # macro has no deferred binding), and binding `show`'s summaries, which read most of the views,
 # took ~0.13 s of every open. `Run.summary` creates them at its first call.
 ON_DEMAND = ("_summary",)
+
+# Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
+QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"
+STEPS_TITLE = "Step breakdown (µs)"
 
 
 def given_peaks(peak_tflops: Mapping[str, float | str] | None = None) -> dict[str, float]:
@@ -226,8 +232,13 @@ class Run:
             _create(self.con, definitions()["_summary"])
             self._summary_macros = True
         n = max(int(top), 1)
-        tables = {
-            "Step breakdown (µs)": self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
+        tables = {}
+        quality = self.quality()
+        if len(quality):  # first: every number below rests on these guesses
+            tables[QUALITY_TITLE] = self.sql(
+                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality')
+        tables |= {
+            STEPS_TITLE: self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
             f"Top {n} ops by duration": self.sql("SELECT * FROM summary_top_ops(?)", [n]),
             f"Top {n} op types (op_statistic)": self.sql("SELECT * FROM summary_op_types(?)", [n]),
             f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
@@ -247,6 +258,28 @@ class Run:
                 if len(result):
                     tables[title] = result
         return tables
+
+    def quality(self) -> Result:
+        """The `data_quality` view: what the import had to guess, per rank, device and rule."""
+        return self.sql("SELECT * FROM data_quality")
+
+    def quality_warnings(self) -> list[str]:
+        """One line per data-quality rule that fired, over every rank and device: what `import`
+        prints as warnings and `info` lists (empty when nothing was guessed)."""
+        by_rule: dict[str, list[tuple]] = {}
+        for row in self.quality().rows():
+            by_rule.setdefault(row[2], []).append(row)
+        lines = []
+        for rule, rows in by_rule.items():
+            count = sum(r[3] for r in rows)
+            totals = [r[4] for r in rows]
+            share = (f" of {sum(totals):,} ({100 * count / sum(totals):.2f} %)"
+                     if None not in totals and sum(totals) else "")
+            where = sorted({f"r{r[0]}" + (f":{r[1]}" if r[1] else "") for r in rows if r[0] is not None})
+            at = f" on {', '.join(where[:6])}{', ...' if len(where) > 6 else ''}" if where else ""
+            detail = next((r[6] for r in rows if r[6]), None)
+            lines.append(f"{rule}: {count:,}{share}{at}: {rows[0][7]}" + (f" ({detail})" if detail else ""))
+        return lines
 
     def info(self) -> Result:
         """The manifest in brief, as (item, value) rows."""
@@ -269,6 +302,9 @@ class Run:
             "time span (ms)": f"{span:.3f}" if span is not None else "-",
             **{f"rows: {t}": f"{n:,}" for t, n in m["tables"].items()},
         }
+        warnings = self.quality_warnings()
+        items |= {f"data quality: {w.split(':', 1)[0]}": w.split(":", 1)[1].strip() for w in warnings} or {
+            "data quality": "no rule fired (prof-engine check)"}
         # built by DuckDB: pyarrow would import pandas (~0.3 s) to convert Python values
         return self.sql("SELECT unnest(?::VARCHAR[]) AS item, unnest(?::VARCHAR[]) AS value",
                         [list(items), [str(v) for v in items.values()]])
@@ -402,6 +438,10 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
     _create_table(con, "_run_devices", schema.tables()["run_devices"], run_devices(manifest))
     con.execute("CREATE VIEW run_devices AS SELECT * FROM _run_devices")
+    _create_table(con, "_run_findings", schema.tables()["run_findings"], run_findings(manifest))
+    con.execute("CREATE VIEW run_findings AS SELECT * FROM _run_findings")
+    _create_table(con, "_quality_rules", schema.tables()["quality_rules"], quality_rules())
+    con.execute("CREATE VIEW quality_rules AS SELECT * FROM _quality_rules")
     final, in_order = {}, set()
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)

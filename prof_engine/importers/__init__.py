@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import re
@@ -19,12 +20,13 @@ import msgspec
 from prof_engine._allocator import limit_arenas
 from prof_engine._no_pandas import block_pandas, without_pandas
 from prof_engine.errors import InputError, ProfEngineError
-from prof_engine.importers import ascend, mindspore_legacy, msprof, msprof_output, unsupported
+from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import anomalies, convert_file
-from prof_engine.importers.jsonstream import open_bytes
+from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, finalize_unit
+from prof_engine.store.quality import add_finding
 
 Progress = Callable[[int, int], None]
 
@@ -42,7 +44,7 @@ def detect(path: Path) -> str:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
         raise InputError(f"{path}: file is empty")
-    if text[:1] == b"{" and (b'"traceEvents"' in head or len(head) < (1 << 16)):
+    if text[:1] == b"{" and (b'"traceEvents"' in head or len(head) < (1 << 16) or names_trace_events(path)):
         return "chrome"  # a small object without traceEvents is reported precisely by the reader
     if text[:1] == b"[" and re.match(rb"\[\s*(\{|\])", text):
         return "ascend_trace" if msprof.looks_ascend(path, head) else "chrome"
@@ -55,7 +57,7 @@ class Source:
 
     path: Path
     format: str  # chrome, ascend, ascend_trace (a lone Ascend trace), msprof (legacy device dir), mindspore_legacy,
-    # msprof_output (a PROF_* dir with mindstudio_profiler_output/)
+    # msprof_output (a PROF_* dir with mindstudio_profiler_output/), mindspore_cpu (a rank's cpu_op_execute_timestamp)
 
 
 def _skipped(rel: Path) -> bool:
@@ -77,7 +79,7 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
         if not src.exists():
             raise InputError(f"{src}: no such file or directory")
         if src.is_file():
-            found.append(Source(src, detect(src)))
+            found.append(Source(src, "mindspore_cpu" if mindspore_cpu.TIMESTAMP.fullmatch(src.name) else detect(src)))
             continue
         rank_dirs = ascend.find_rank_dirs(src)
         if rank_dirs:
@@ -89,14 +91,60 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
         if mindspore_legacy.is_legacy_dir(src):
             found.append(Source(src, "mindspore_legacy"))
             continue
+        if cpu_ops := mindspore_cpu.units(src):  # MindSpore CPU profiler output without ASCEND_PROFILER_OUTPUT
+            found.extend(Source(p, "mindspore_cpu") for p in cpu_ops)
+            continue
         if (reason := unsupported.explain(src)) is not None:
             raise InputError(reason)
-        files = sorted(p for p in src.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)
+        files = sorted(p for p in src.rglob("*") if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES)
                        and not _skipped(p.relative_to(src)))
-        if not files:
+        traces = [Source(f, detect(f)) for f in files]
+        # JSON beside the traces that is no trace (a config.json, a metrics file) is not a unit:
+        # as one it would fail, be left out, and shift the ranks of the traces after it
+        traces = [t for t in traces if not (t.format == "chrome" and _not_a_trace(t.path))]
+        if not traces:
             raise InputError(f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory")
-        found.extend(Source(f, detect(f)) for f in files)
+        found.extend(traces)
+    _refuse_duplicates(found)
     return found
+
+
+def _not_a_trace(path: Path) -> bool:
+    """A JSON object small enough to read whole with no `traceEvents` key (`detect` says 'chrome'
+    for it so that a file given by name gets the reader's precise error)."""
+    with open_bytes(path) as f:
+        head = f.read(1 << 16)
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{" and b'"traceEvents"' not in head and len(head) < (1 << 16)
+
+
+def _fingerprint(path: Path, whole: bool = False) -> tuple:
+    """Size and a hash of the head and tail of a file (of all of it with `whole`), to tell copies
+    of one trace; a directory by its resolved path alone."""
+    if path.is_dir():
+        return ("dir", str(path.resolve()))
+    size, h = path.stat().st_size, hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        if whole:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        else:
+            h.update(f.read(1 << 16))
+            f.seek(max(size - (1 << 16), 0))
+            h.update(f.read(1 << 16))
+    return ("file", size, h.hexdigest())
+
+
+def _refuse_duplicates(units: list[Source]) -> None:
+    """The same trace given twice (the same path, or a copy) would be imported as two ranks and
+    double every number: refuse it. Head and tail tell copies apart at no cost; files that agree
+    there are compared whole."""
+    seen: dict[tuple, Path] = {}
+    for u in units:
+        key = _fingerprint(u.path)
+        if key in seen and (key[0] == "dir" or _fingerprint(u.path, True) == _fingerprint(seen[key], True)):
+            same = "the same path" if u.path.resolve() == seen[key].resolve() else "identical content"
+            raise InputError(f"{seen[key]} and {u.path} are the same trace ({same}): give each rank's trace once")
+        seen.setdefault(key, u.path)
 
 
 def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
@@ -116,6 +164,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
         for d in (props if isinstance(props, list) else []) if isinstance(d, dict)
     ]
     info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
+    info["rank_from"] = "file order" if rank is None else "distributedInfo.rank"
     return SourceFile(
         path=str(path), format="kineto" if kineto else "chrome",
         rank=index if rank is None else rank, index=index, offset_ns=0 if base is None else int(base),
@@ -171,8 +220,10 @@ def import_sources(
         if failed and (len(units) == 1 or not done):
             raise failed[0]
         _check_ranks([info for info, _ in done])
+        findings = _rank_findings([info for info, _ in done])
         formats = sorted({info.format for info, _ in done})
-        return builder.finalize(done, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed])
+        return builder.finalize(done, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed],
+                                findings=findings)
 
 
 def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | None, threads: int,
@@ -243,10 +294,10 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
 
 
 def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
-    if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy"):
+    if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy", "mindspore_cpu"):
         convert = {"msprof": msprof.convert_device_dir, "ascend_trace": msprof.convert_trace,
                    "msprof_output": msprof_output.convert,
-                   "mindspore_legacy": mindspore_legacy.convert}[unit.format]
+                   "mindspore_legacy": mindspore_legacy.convert, "mindspore_cpu": mindspore_cpu.convert}[unit.format]
         return convert(unit.path, index, sink, step)
     if unit.format == "ascend":
         conv, info = ascend.convert_rank_dir(unit.path, index, sink, step)
@@ -255,10 +306,31 @@ def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -
             path=str(unit.path), format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
             rank=rank if rank is not None else index, index=index, bytes=_size(unit.path),
             events=sum(conv.counts.values()),
-            lanes=list(conv.lanes.values()), info={**info, **anomalies(conv)},
+            lanes=list(conv.lanes.values()),
+            info={"rank_from": "file order" if rank is None else "profiler_info", **info, **anomalies(conv)},
         )
     reader, conv = convert_file(unit.path, index, sink, step)
     return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
+
+
+def _rank_findings(infos: list[SourceFile]) -> list[dict[str, Any]]:
+    """Where the ranks are guesses, say so: a source of several whose trace names no rank has the
+    rank of its place among the sources (two unrelated captures are not a 2-rank job); a job whose
+    sources name its world size but not all of its ranks has ranks missing (cluster views cover
+    only those present). Returns the run's own findings; the per-source ones go to their info."""
+    if len(infos) > 1:
+        for i in infos:
+            if i.info.get("rank_from") == "file order":
+                add_finding(i.info, "invented_rank", 1, f"{Path(i.path).name}: rank {i.rank} is its place among the "
+                            "sources (the trace names no rank)", total=None)
+    sizes = [w for i in infos if isinstance(d := i.info.get("distributedInfo"), dict)
+             and isinstance(w := d.get("world_size"), int) and not isinstance(w, bool) and 0 < w < 2**31]
+    ranks = sorted({i.rank for i in infos})
+    if sizes and (world := max(sizes)) > len(ranks):
+        shown = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+        return [{"rule": "missing_ranks", "count": world - len(ranks), "total": world, "detail":
+                 f"world size {world}, traces of rank(s) {shown}: cluster views cover only these", "rank": None}]
+    return []
 
 
 def _check_ranks(infos: list[SourceFile]) -> None:

@@ -196,7 +196,8 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
         index=index, offset_ns=offset, bytes=sum(p.stat().st_size for p in files),
         events=sum(conv.counts.values()), host=info.get("hostname"), devices=[_device_info(device_id, info)],
         lanes=list(conv.lanes.values()),
-        info={"rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
+        info={"rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
+              "rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
               "timeline_files": [p.name for p in files], **anomalies(conv)},
     )
 
@@ -250,7 +251,8 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
     rank = ascend.rank_of(path.parent.parent) if path.parent.name == ascend.OUTPUT_DIR else None
     return SourceFile(path=str(path), format="ascend_trace", rank=rank if rank is not None else index, index=index,
                       bytes=path.stat().st_size, events=sum(conv.counts.values()), lanes=list(conv.lanes.values()),
-                      info={"kernel_details": str(kernel_csv)} if rows else {})
+                      info={"rank_from": "profiler_info" if rank is not None else "file order",
+                            **({"kernel_details": str(kernel_csv)} if rows else {})})
 
 
 def _check_epoch(path: Path, events: list[Event]) -> bool:

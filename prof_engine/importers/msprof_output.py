@@ -199,6 +199,7 @@ def _source(prof_dir: Path, index: int, conv: OutputConverter, devices: dict[int
         index=index, bytes=sum(p.stat().st_size for p in files), events=sum(conv.counts.values()),
         host=info.get("hostname"), devices=[msprof._device_info(d, devices.get(d, {})) for d in ids],
         lanes=list(conv.lanes.values()),
-        info={"rank_id": info.get("rank_id"), "device_ids": ids, "output_files": [p.name for p in files],
+        info={"rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
+              "rank_id": info.get("rank_id"), "device_ids": ids, "output_files": [p.name for p in files],
               **anomalies(conv)},
     )

@@ -489,10 +489,12 @@ class RunBuilder:
         return self.tmp / "_units" / f"{index:06d}"
 
     def finalize(self, units: list[tuple[SourceFile, Finalized]], source_format: str,
-                 metadata: dict[str, Any] | None = None, skipped: list[dict[str, str]] | None = None) -> Path:
+                 metadata: dict[str, Any] | None = None, skipped: list[dict[str, str]] | None = None,
+                 findings: list[dict[str, Any]] | None = None) -> Path:
         """Move the finalised units' files into the run, write the manifest, publish the run.
 
-        `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`."""
+        `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`.
+        `findings`: what the import guessed about the run as a whole (`store.quality`)."""
         totals = Totals()
         for source, done in units:
             merge_tree(self.unit_dir(source.index) / "out", self.tmp)
@@ -509,6 +511,7 @@ class RunBuilder:
             "hosts": sorted({s.host for s in sources if s.host}),
             "metadata": metadata or {},
             "skipped": skipped or [],
+            "findings": findings or [],
             "derived": schema.derived(),
             **totals.manifest_fields(),
         }

@@ -62,6 +62,30 @@ def run_ranks(manifest: dict[str, Any]) -> list[tuple]:
     return rows
 
 
+def run_findings(manifest: dict[str, Any]) -> list[tuple]:
+    """The rows of the `run_findings` table (schemas/run_findings.toml): what each source's
+    importer recorded in its `info["findings"]` (`store.quality.add_finding`), of the source's
+    events, then the run's own findings (rank NULL unless one is named)."""
+    rows = []
+    for src in manifest.get("sources", []):
+        info = src.get("info") or {}
+        if n := info.get("negative_durations"):  # recorded before findings existed, and still by chrome.anomalies
+            rows.append((src["rank"], None, "negative_durations", int(n), src.get("events"), None))
+        for f in info.get("findings") or []:
+            rows.append((src["rank"], f.get("device"), f["rule"], int(f["count"]), f.get("total", src.get("events")),
+                         f.get("detail") or None))
+    for f in manifest.get("findings") or []:
+        rows.append((f.get("rank"), f.get("device"), f["rule"], int(f["count"]), f.get("total"), f.get("detail") or None))
+    return rows
+
+
+def quality_rules() -> list[tuple]:
+    """The rows of the `quality_rules` table: every data-quality rule and its meaning."""
+    from prof_engine.store.quality import RULES
+
+    return list(RULES.items())
+
+
 def run_devices(manifest: dict[str, Any]) -> list[tuple]:
     """The rows of the `run_devices` table (schemas/run_devices.toml): each device of the run that
     holds records, with what its source said about the hardware. Kineto lists every device the

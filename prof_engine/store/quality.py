@@ -21,21 +21,23 @@ RULES: dict[str, str] = {
     "unmatched_ends": "E events with no open B on their thread: dropped",
     "values_out_of_range": "times or durations outside any real run (before 1970, past 2^62 ns, longer than a day): dropped",
     "invented_rank": "the source says no rank: its rank is the file's position among the sources",
-    "duplicate_source": "the same trace given twice: imported once",
+    "missing_ranks": "ranks of the job (its world size) with no trace in the run: cluster views cover the others",
     "clock_anchor": "times shifted onto the Unix clock by an anchor the source wrote",
+    "unanchored_clock": "times on a host monotonic clock that no file anchors to the Unix clock: durations right, dates not",
     "unknown_categories": "event categories this build does not know: imported as kind 'other'",
     "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
     # --- computed from the tables (queries/data_quality.sql)
-    "other_records": "records of kind 'other': in no report but the timeline",
+    "other_records": "records of no known kind ('other'): in no report but the timeline",
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
     "overlapping_device_steps": "steps whose device spans overlap the next step's: their Free counts only idle time",
-    "missing_ranks": "ranks of the job (world size) with no trace in the run",
 }
 
 
-def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None) -> None:
+def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None,
+                **total: int | None) -> None:
     """Record in a source's `info` that `count` records fell under `rule` (a key of RULES);
-    `detail` says what and where in one line (e.g. the first offending name). Count 0 records
+    `detail` says what and where in one line (e.g. the first offending name). Its share is of
+    the source's events unless `total=` names the whole (None: no share). Count 0 records
     nothing; the same rule and device twice add up."""
     if rule not in RULES:
         raise ValueError(f"unknown data-quality rule {rule!r}")
@@ -46,4 +48,4 @@ def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", d
         if f["rule"] == rule and f.get("device") == device:
             f["count"] += int(count)
             return
-    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device})
+    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device, **total})

@@ -1,0 +1,70 @@
+-- view: data_quality
+-- answers: what did the import have to guess, and how much of the data does each guess touch —
+--   per rank and device, each rule that fired with its count and share; empty when nothing was
+--   guessed. Read it before trusting a report: a rule here means some number elsewhere rests on it.
+-- matches: no peer has one (HTA, Perfetto, nsys and msprof import silently); the rules are in
+--   prof_engine/store/quality.py, each with its meaning (the `quality_rules` table).
+-- requires: slices, run_findings, quality_rules, _classify, _units
+-- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
+-- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
+--   other_records: records the import could not classify (`is_unclassified`: no report counts them);
+--   unlinked_device_records: device tasks with no launching host record (no launch_id);
+--   overlapping_device_steps: steps whose device span (first to last device task of the step)
+--     runs past the start of the next step's span on the same device.
+-- column `Rank` INTEGER: global rank; NULL for the run as a whole
+-- column `Device` VARCHAR: device it concerns; NULL for a whole source or the run
+-- column `Rule` VARCHAR: rule that fired (see `quality_rules`)
+-- column `Count` BIGINT: records (or steps, ranks, files) it concerns
+-- column `Total` BIGINT: what Count is a part of (records of the device or source, steps, ranks); NULL where none
+-- column `Share(%)` DOUBLE: Count / Total × 100; NULL where Total is
+-- column `Detail` VARCHAR: what and where, in one line
+-- column `Meaning` VARCHAR: what the rule means for the numbers
+WITH per_device AS (
+    SELECT rank, device,
+           count(*) FILTER (WHERE is_unclassified(kind, category)) AS other,
+           count(*) AS records,
+           count(*) FILTER (WHERE is_device_task(device, kind) AND launch_id IS NULL) AS unlinked,
+           count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks,
+           min(name) FILTER (WHERE is_unclassified(kind, category)) AS other_name,
+           list_sort(list_distinct(list(coalesce(category, '(none)')) FILTER (WHERE is_unclassified(kind, category))))[1:5] AS other_cats
+    FROM slices
+    GROUP BY rank, device
+),
+step_spans AS (
+    SELECT rank, device, step, min(ts) AS s, max(ts + dur) AS e
+    FROM slices
+    WHERE is_device_task(device, kind) AND step IS NOT NULL
+    GROUP BY rank, device, step
+),
+step_next AS (
+    SELECT *, lead(s) OVER (PARTITION BY rank, device ORDER BY step) AS next_s
+    FROM step_spans
+),
+step_overlaps AS (
+    SELECT rank, device, count(*) FILTER (WHERE e > next_s) AS n, count(*) AS steps,
+           max(e - next_s) FILTER (WHERE e > next_s) AS worst,
+           string_agg(step::VARCHAR, ', ' ORDER BY step) FILTER (WHERE e > next_s) AS which
+    FROM step_next
+    GROUP BY rank, device
+),
+computed AS (
+    SELECT rank, device, 'other_records' AS rule, other AS count, records AS total,
+           'categories ' || array_to_string(other_cats, ', ') || '; e.g. ' || other_name AS detail
+    FROM per_device WHERE other > 0
+    UNION ALL
+    SELECT rank, device, 'unlinked_device_records', unlinked, tasks, NULL
+    FROM per_device WHERE unlinked > 0
+    UNION ALL
+    SELECT rank, device, 'overlapping_device_steps', n, steps,
+           'step(s) ' || which || ' run past the next step''s start, by up to ' || us(worst) || ' µs'
+    FROM step_overlaps WHERE n > 0
+),
+found AS (
+    SELECT rank, device, rule, count, total, detail FROM computed
+    UNION ALL
+    SELECT rank, device, rule, count, total, detail FROM run_findings
+)
+SELECT f.rank AS "Rank", f.device AS "Device", f.rule AS "Rule", f.count AS "Count", f.total AS "Total",
+       round(100.0 * f.count / nullif(f.total, 0), 2) AS "Share(%)", f.detail AS "Detail", q.meaning AS "Meaning"
+FROM found f LEFT JOIN quality_rules q USING (rule)
+ORDER BY "Rank" NULLS FIRST, "Device" NULLS FIRST, "Rule"

@@ -1,0 +1,169 @@
+"""What the import guessed is said: the `data_quality` view, `prof-engine check`, import warnings
+and `--strict`, and the rank rules (invented ranks, duplicate sources, missing ranks). Every
+expected count is written out from the synthetic trace the test builds, not from the view's SQL."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import fixture_path, write_trace, x
+
+import prof_engine
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def _kernel(name: str, ts: float, dur: float, correlation: int) -> dict:
+    return x(name, ts, dur, cat="kernel", pid=0, tid=7, correlation=correlation, device=0, stream=7)
+
+
+def _guessing_trace(path: Path) -> Path:
+    """Two steps whose kernels overlap (step 1's last kernel ends after step 2's first starts),
+    one kernel whose launch is missing, and two records of a category no profiler writes."""
+    return write_trace(path, [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("aten::mm", 10, 20, **{"External id": 1}),
+        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
+        _kernel("gemm", 20, 150, 11),  # runs until 170: into step 2's device span
+        x("ProfilerStep#2", 100, 100, cat="user_annotation"),
+        x("aten::add", 110, 10, **{"External id": 2}),
+        x("cudaLaunchKernel", 111, 2, cat="cuda_runtime", correlation=12, **{"External id": 2}),
+        _kernel("add", 120, 10, 12),  # step 2's span starts at 120 < 170
+        _kernel("orphan", 180, 5, 99),  # correlation 99: no launch in the trace
+        x("mystery", 130, 5, cat="my_own_category"),
+        x("mystery", 140, 5, cat="my_own_category"),
+    ])
+
+
+def _rules(run) -> dict[str, tuple]:
+    return {r[2]: r for r in run.quality().rows()}
+
+
+def test_data_quality_counts_what_the_tables_show(tmp_path):
+    run_dir = prof_engine.import_trace([_guessing_trace(tmp_path / "t.json")], tmp_path / "run")
+    with prof_engine.open(run_dir) as run:
+        rules = _rules(run)
+        # (rank, device, rule, count, total, share, detail, meaning)
+        other = rules["other_records"]
+        assert other[:5] == (0, "host", "other_records", 2, 8)  # 2 of the 8 host records
+        assert "my_own_category" in other[6] and "mystery" in other[6]
+        unlinked = rules["unlinked_device_records"]
+        assert unlinked[:5] == (0, "gpu0", "unlinked_device_records", 1, 3)
+        overlap = rules["overlapping_device_steps"]
+        assert overlap[:5] == (0, "gpu0", "overlapping_device_steps", 1, 2)
+        assert "step(s) 1 " in overlap[6] and "50.0 µs" in overlap[6]  # 170 - 120
+        assert all(r[7] for r in rules.values())  # every rule says what it means
+        # a single trace with no rank is rank 0: nothing invented
+        assert "invented_rank" not in rules
+
+
+def test_a_clean_trace_fires_no_rule(tmp_path):
+    trace = write_trace(tmp_path / "t.json", [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("aten::mm", 10, 20, **{"External id": 1}),
+        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
+        _kernel("gemm", 20, 30, 11),
+    ], distributedInfo={"rank": 0, "world_size": 1})
+    proc = cli(tmp_path, "import", trace, "-o", "run", "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr
+    proc = cli(tmp_path, "check", "run", "--strict")
+    assert proc.returncode == 0 and "no data-quality rule fired" in proc.stdout
+
+
+def test_import_warns_once_per_rule_and_strict_fails(tmp_path):
+    _guessing_trace(tmp_path / "t.json")
+    proc = cli(tmp_path, "import", "t.json", "-o", "run")
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("Warning: ")]
+    assert sorted(w.split(":")[1].strip() for w in warnings) == [
+        "other_records", "overlapping_device_steps", "unknown_categories", "unlinked_device_records"]
+    assert "Warning: other_records: 2 of 8 (25.00 %) on r0:host" in proc.stderr
+    assert "prof-engine check run" in proc.stderr
+    assert cli(tmp_path, "import", "t.json", "-o", "run2", "--strict").returncode == 1
+    assert (tmp_path / "run2" / "manifest.json").is_file()  # the run is whole; the exit code says it guessed
+    proc = cli(tmp_path, "check", "run")
+    assert proc.returncode == 0 and "overlapping_device_steps" in proc.stdout and "Traceback" not in proc.stderr
+    assert cli(tmp_path, "check", "run", "--strict").returncode == 1
+    # show and info put it first / in a line
+    assert "Data quality" in cli(tmp_path, "show", "run").stdout.split("Step breakdown")[0]
+    assert "overlapping_device_steps" in cli(tmp_path, "info", "run").stdout
+
+
+def test_ranks_by_file_order_are_said_to_be_invented(tmp_path):
+    a = write_trace(tmp_path / "a.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 1, 2)])
+    b = write_trace(tmp_path / "b.json", [x("ProfilerStep#1", 0, 90, cat="user_annotation"), x("aten::mm", 1, 3)])
+    with prof_engine.open(prof_engine.import_trace([a, b], tmp_path / "run")) as run:
+        invented = [r for r in run.quality().rows() if r[2] == "invented_rank"]
+        assert [(r[0], r[3]) for r in invented] == [(0, 1), (1, 1)]
+        assert [s["info"]["rank_from"] for s in run.manifest["sources"]] == ["file order", "file order"]
+    # ranks the traces name are not guesses
+    a = write_trace(tmp_path / "a.json", [x("aten::mm", 1, 2)], distributedInfo={"rank": 1, "world_size": 2})
+    b = write_trace(tmp_path / "b.json", [x("aten::mm", 1, 3)], distributedInfo={"rank": 0, "world_size": 2})
+    with prof_engine.open(prof_engine.import_trace([a, b], tmp_path / "run2")) as run:
+        assert len(run.quality()) == 0
+        assert [s["info"]["rank_from"] for s in run.manifest["sources"]] == ["distributedInfo.rank"] * 2
+
+
+def test_the_same_trace_twice_is_refused(tmp_path):
+    a = write_trace(tmp_path / "a.json", [x("aten::mm", 1, 2), x("aten::add", 5, 2)])
+    shutil.copy(a, tmp_path / "copy.json")
+    for args in (["a.json", "a.json"], ["a.json", "copy.json"]):
+        proc = cli(tmp_path, "import", *args, "-o", "run")
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("Error: ") and "same trace" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "run").exists()
+    # a directory holding both: the same refusal
+    d = tmp_path / "d"
+    d.mkdir()
+    shutil.copy(a, d / "r0.json")
+    shutil.copy(a, d / "r1.json")
+    with pytest.raises(prof_engine.InputError, match="same trace"):
+        prof_engine.import_trace([d], tmp_path / "run")
+    # the same first and last 64 KiB but other bytes between: not a copy
+    big = [x(f"op{i}", i, 1) for i in range(20000)]
+    write_trace(tmp_path / "big1.json", big)
+    big[10000] = x("op10001", 10000, 1)  # the same length, another name
+    write_trace(tmp_path / "big2.json", big)
+    assert (tmp_path / "big1.json").stat().st_size == (tmp_path / "big2.json").stat().st_size
+    prof_engine.import_trace([tmp_path / "big1.json", tmp_path / "big2.json"], tmp_path / "run3")
+
+
+def test_a_config_file_beside_the_traces_changes_no_rank(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a_config.json").write_text('{"lr": 0.1, "batch": 8}', encoding="utf-8")  # sorts first
+    write_trace(d / "b_trace.json", [x("aten::mm", 1, 2)])
+    with prof_engine.open(prof_engine.import_trace([d], tmp_path / "run")) as run:
+        assert run.manifest["ranks"] == [0]
+        assert [Path(s["path"]).name for s in run.manifest["sources"]] == ["b_trace.json"]
+        assert run.manifest["skipped"] == []
+
+
+def test_missing_ranks_of_a_job_are_said(tmp_path):
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")  # ranks 0 and 1 of a 128-rank job
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as run:
+        (missing,) = [r for r in run.quality().rows() if r[2] == "missing_ranks"]
+        assert missing[:5] == (None, None, "missing_ranks", 126, 128)
+
+
+def test_check_runs_on_every_fixture_folder(tmp_path):
+    """`prof-engine check` answers on every fixture folder that imports (one line or a table)."""
+    root = fixture_path()
+    folders = [p for group in ("kineto", "chrome", "ascend") for p in sorted((root / group).iterdir()) if p.is_dir()]
+    for i, folder in enumerate(folders):
+        proc = cli(tmp_path, "import", folder, "-o", f"run{i}")
+        if proc.returncode != 0:  # a folder the engine refuses says why in one line
+            assert proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr, (folder, proc.stderr)
+            continue
+        proc = cli(tmp_path, "check", f"run{i}")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (folder, proc.stderr)
+        assert proc.stdout.strip(), folder
