@@ -60,3 +60,69 @@ SELECT l.rank::INTEGER AS rank, l.device, l.step, l.computing::BIGINT AS computi
 FROM totals l
 LEFT JOIN bubble b ON b.rank = l.rank AND b.device = l.device AND b.step IS NOT DISTINCT FROM l.step
 LEFT JOIN step_start h ON h.rank = l.rank AND h.step = l.step;
+
+-- Free where a device's steps overlap (kernels of step N still running after step N+1's first):
+-- a step's Free is the time its device runs no Computing or Communication of any step, within the
+-- part of its span that no key before it holds (keys in order of their span's start, the records
+-- outside every step last). So a step's Free never counts another step's kernel, and the Free of
+-- a device's keys adds up to its idle time within the union of their spans. Where a device's
+-- spans are disjoint this is each key's own Free (the gaps of its activity within its span).
+-- The devices (rank, device) of `lanes` (per key, as `overlap_lanes` makes them) where two keys'
+-- spans share time: those whose Free `device_free` computes.
+CREATE OR REPLACE MACRO overlapping_devices(lanes) AS TABLE
+SELECT DISTINCT rank, device FROM (
+    SELECT rank, device, s, max(e) OVER (PARTITION BY rank, device ORDER BY s
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+    FROM (SELECT rank, device, step, min(ts) AS s, max(ts + dur) AS e FROM query_table(lanes) GROUP BY ALL))
+WHERE s < reach;
+
+-- The Free rows (the `lanes` table's columns) of the devices in `devices` (rank, device: those of
+-- `overlapping_devices`) by the rule above. Algorithm: the keys' spans cut the device's time into
+-- segments, each held by the first key in order whose span covers it; the gaps of all keys'
+-- activity (one sort of it) within a key's segments are its Free.
+CREATE OR REPLACE MACRO device_free(lanes, devices) AS TABLE
+WITH spans AS (
+    SELECT rank, device, step, min(ts) AS s, max(ts + dur) AS e FROM query_table(lanes)
+    SEMI JOIN query_table(devices) USING (rank, device) GROUP BY ALL
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY rank, device ORDER BY step IS NULL, s, step) AS ord FROM spans
+), bounds AS (
+    SELECT DISTINCT rank, device, p FROM (SELECT rank, device, s AS p FROM spans UNION ALL SELECT rank, device, e FROM spans)
+), segments AS (  -- between consecutive bounds: the first key in the order whose span holds it
+    SELECT g.rank, g.device, g.s, g.e, min(r.ord) AS ord
+    FROM (SELECT rank, device, p AS s, lead(p) OVER (PARTITION BY rank, device ORDER BY p) AS e FROM bounds) g
+    JOIN ranked r ON r.rank = g.rank AND r.device = g.device AND r.s <= g.s AND g.e <= r.e
+    GROUP BY ALL
+), windows AS (  -- a key's segments, merged where they touch
+    SELECT rank, device, ord, min(s) AS s, max(e) AS e FROM (
+        SELECT *, sum(CASE WHEN prev_ord = ord AND prev_e = s THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY rank, device ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
+        FROM (SELECT *, lag(ord) OVER w AS prev_ord, lag(e) OVER w AS prev_e FROM segments
+              WINDOW w AS (PARTITION BY rank, device ORDER BY s)))
+    GROUP BY rank, device, ord, island
+), busy AS (  -- all keys' activity on the device, with its range's ends as empty intervals
+    SELECT rank, device, ts AS s, ts + dur AS e FROM query_table(lanes) SEMI JOIN query_table(devices) USING (rank, device)
+    WHERE type IN ('Computing', 'Communication')
+    UNION ALL
+    SELECT rank, device, p, p FROM bounds
+    QUALIFY p IN (min(p) OVER (PARTITION BY rank, device), max(p) OVER (PARTITION BY rank, device))
+), idle AS (  -- the gaps of the device's activity
+    SELECT rank, device, reach AS s, s AS e FROM (
+        SELECT rank, device, s, max(e) OVER (PARTITION BY rank, device ORDER BY s, e
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+        FROM busy)
+    WHERE s > reach
+)
+SELECT r.rank::INTEGER AS rank, r.device, r.step, 'Free' AS type, greatest(i.s, w.s)::BIGINT AS ts,
+       (least(i.e, w.e) - greatest(i.s, w.s))::BIGINT AS dur
+FROM idle i
+JOIN windows w ON w.rank = i.rank AND w.device = i.device AND i.s < w.e AND w.s < i.e
+JOIN ranked r ON r.rank = w.rank AND r.device = w.device AND r.ord = w.ord;
+
+-- The lanes (`lanes`: per key, as `overlap_lanes` makes them) with Free by the rule above:
+-- `devices` as `device_free` takes it, `free` its rows for them.
+CREATE OR REPLACE MACRO device_lanes(lanes, devices, free) AS TABLE
+SELECT rank, device, step, type, ts, dur FROM query_table(lanes) l
+WHERE type <> 'Free' OR NOT EXISTS (SELECT 1 FROM query_table(devices) d WHERE d.rank = l.rank AND d.device = l.device)
+UNION ALL
+SELECT * FROM query_table(free);

@@ -6,7 +6,7 @@
 --   waiting on the device, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify, run_ranks
+-- requires: step_trace, _overlap, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify, run_ranks
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for findings about the host)
 -- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
@@ -18,11 +18,15 @@
 -- Thresholds: a share of the steps' device time (the spans of step_trace) of 10 % is a finding,
 -- 30 % a high one (host syncs: 5 %, pageable copies: 1 %); launch-bound: half of at least 100
 -- tasks shorter than their launch call (a CUDA graph's tasks do not count: one call launched them all).
-WITH steps AS (  -- each device's steps, summed
-    SELECT "Rank" AS rank, "Device" AS device, count(*) AS n,
+WITH steps AS (  -- each device's steps, summed; the idle share is Free within the union of the
+                -- steps' spans (`covered`, µs), as steps that overlap hold some time twice
+    SELECT t."Rank" AS rank, t."Device" AS device, count(*) AS n,
            sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
-           sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing
-    FROM step_trace WHERE "Step" IS NOT NULL AND "Device" <> 'host' GROUP BY ALL HAVING sum("End Time(us)" - "Start Time(us)") > 0
+           sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing,
+           any_value(o.span) / 1e3 AS covered
+    FROM step_trace t LEFT JOIN _step_overlaps o ON o.rank = t."Rank" AND o.device = t."Device"
+    WHERE t."Step" IS NOT NULL AND t."Device" <> 'host' GROUP BY t."Rank", t."Device"
+    HAVING sum("End Time(us)" - "Start Time(us)") > 0
 ), streams AS (  -- per stream, in one pass over the tasks: their launches (kernel_launch) and the
                  -- causes of the gaps between them within the steps (idle_time)
     -- (a CUDA graph's tasks share one launch call: none of them was launched on its own)
@@ -68,8 +72,8 @@ WITH steps AS (  -- each device's steps, summed
 ), host_span AS (  -- the steps' time of a rank, for findings about its host
     SELECT rank, max(span) AS span FROM steps GROUP BY rank
 ), findings AS (
-    SELECT s.rank, s.device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
-           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, s.n, free, span)
+    SELECT s.rank, s.device, 'device_idle' AS rule, free / covered AS share, free / covered > 0.30 AS severe,
+           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / covered, s.n, free, covered)
            || coalesce(format('; of the gaps on its busiest stream ({}): {:.0f} % host wait, {:.0f} % kernel wait, {:.0f} % other',
                               g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), '') AS finding,
            CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); ' || r.remedy
@@ -78,7 +82,7 @@ WITH steps AS (  -- each device's steps, summed
                 ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END AS suggestion,
            'step_trace, idle_time, kernel_launch, api_statistic' AS views
     FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
-    WHERE free / span > 0.10
+    WHERE free / covered > 0.10
     UNION ALL
     SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
            format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),

@@ -7,7 +7,7 @@
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`host` for a rank without device records)
 -- column `Step` BIGINT: training step (NULL outside every step)
--- column `Type` VARCHAR: Computing, Communication, Communication(Not Overlapped) or Free
+-- column `Type` VARCHAR: Computing, Communication, Communication(Not Overlapped) or Free (no step's activity runs; step_trace says whose)
 -- column `Start Time(us)` DECIMAL(26,3): start, µs since the Unix epoch
 -- column `Duration(us)` DOUBLE: duration, µs
 SELECT key.rank AS "Rank", key.device AS "Device", key.step AS "Step", type AS "Type",

@@ -10,6 +10,9 @@
 -- max(Communication(Not Overlapped) − Bubble, 0); Preparing = first Computing/Communication start −
 -- host step start. For a rank without device records, Device is `host` and the lanes are its CPU
 -- ops (Computing) and gloo/NCCL ranges (Communication) within the host step.
+-- Free where steps overlap on a device (kernels of step N still running after step N+1's first):
+-- the time the device runs no Computing or Communication of any step, within the part of the step's
+-- span no step that started before it holds; so Σ Free ≤ the device's idle time (queries/_lanes.sql).
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for a rank without device records
 -- column `Step` BIGINT: training step (NULL: records outside every step)
@@ -17,7 +20,7 @@
 -- column `Communication(Not Overlapped)` DOUBLE: communication not hidden by computing, µs
 -- column `Overlapped` DOUBLE: communication hidden by computing, µs
 -- column `Communication` DOUBLE: merged communication time, µs
--- column `Free` DOUBLE: span time with neither, µs
+-- column `Free` DOUBLE: span time with neither, of any step (see above), µs
 -- column `Stage` DOUBLE: step span minus bubble, µs
 -- column `Bubble` DOUBLE: time of receive ops, µs
 -- column `Communication(Not Overlapped and Exclude Receive)` DOUBLE: not-overlapped communication minus bubble, µs

@@ -5,7 +5,13 @@
 
 DROP TABLE _lane_activity;
 
-CREATE OR REPLACE TEMP TABLE _lane_totals AS SELECT * FROM step_lanes('_lanes', '_lane_receives', '_lane_steps');
+-- Free where a device's steps overlap (`device_free`, queries/_lanes.sql): only those devices'
+-- Free is computed again, and kept beside the lane pass's other lanes.
+CREATE OR REPLACE TEMP TABLE _overlapping AS SELECT * FROM overlapping_devices('_lanes');
+CREATE OR REPLACE TEMP TABLE _free_lanes AS SELECT * FROM device_free('_lanes', '_overlapping');
+CREATE OR REPLACE TEMP VIEW _device_lanes AS SELECT * FROM device_lanes('_lanes', '_overlapping', '_free_lanes');
+
+CREATE OR REPLACE TEMP TABLE _lane_totals AS SELECT * FROM step_lanes('_device_lanes', '_lane_receives', '_lane_steps');
 
 -- What a device record takes from its launcher: the name, input shapes and types. The views of
 -- kernels by op (op_statistic, op_summary) then read them from the device record, instead of

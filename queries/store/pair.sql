@@ -37,7 +37,7 @@ SELECT m.* EXCLUDE (_part, _row) REPLACE (file_rank(m.rank) AS rank, m.ts + file
 FROM query_table(staging) m WHERE file_rank(m.rank) IS NOT NULL;
 
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM _lane_totals;
-CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM _lanes;
+CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM _device_lanes;
 
 CREATE OR REPLACE TEMP VIEW final_marks AS SELECT * FROM _point_records('staging_marks');
 CREATE OR REPLACE TEMP VIEW final_counters AS SELECT * FROM _point_records('staging_counters');
