@@ -1,7 +1,6 @@
 """The host pass of finalisation (prof_engine.store.host_pass): the step, depth and parent of host
-records, in C and in Python; nesting against the definition it replaced (a sweep of +1 at each
-start and -1 at each end, ordered by time, ends before starts, zero-length ends after them, longer
-first)."""
+records, in C and in Python; nesting against torch.profiler's own tree
+(`EventList._populate_cpu_children`, run here on the same intervals)."""
 
 from __future__ import annotations
 
@@ -58,20 +57,20 @@ def nest(records: list[tuple[int, int, int, int]], tmp_path, batch_rows: int | N
     return {i: (d, p) for i, (_, d, p) in run_pass(records, tmp_path, (), batch_rows, monkeypatch).items()}
 
 
-def sweep(records: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, int | None]]:
-    """The definition: events sorted by (lane, time, class, tie, id), a start's depth is the running
-    sum before it, its parent the latest earlier start one level up."""
-    events = []
-    for i, lane, ts, dur in records:
-        events.append((lane, ts, 1, -dur, i, +1))
-        events.append((lane, ts + dur, 0 if dur > 0 else 2, dur, i, -1))
-    events.sort()
-    out, open_count, last = {}, 0, {}
-    for _, _, _, _, i, d in events:
-        if d > 0:
-            out[i] = (open_count, last.get(open_count - 1) if open_count else None)
-            last[open_count] = i
-        open_count += d
+def torch_tree(records: list[tuple[int, int, int, int]]) -> dict[int, tuple[int, int | None]]:
+    """The oracle: torch.profiler's tree of the same intervals (a lane is a thread), built by
+    torch's own `EventList._populate_cpu_children`; depth is the number of ancestors. Events are
+    given in id order: torch's sort is stable, and the pass breaks ties by id."""
+    profiler_util = pytest.importorskip("torch.autograd.profiler_util")
+    events = {i: profiler_util.FunctionEvent(id=i, name=str(i), thread=lane, start_us=ts, end_us=ts + max(dur, 0))
+              for i, lane, ts, dur in sorted(records)}
+    profiler_util.EventList(list(events.values()))._populate_cpu_children()
+    out = {}
+    for i, e in events.items():
+        depth, p = 0, e.cpu_parent
+        while p is not None:
+            depth, p = depth + 1, p.cpu_parent
+        out[i] = (depth, e.cpu_parent.id if e.cpu_parent is not None else None)
     return out
 
 
@@ -88,10 +87,10 @@ def test_equal_starts_nest_the_shorter_in_the_longer_then_by_id(path, tmp_path):
     assert nest(records, tmp_path) == {3: (0, None), 5: (1, 3), 7: (2, 5)}
 
 
-def test_a_zero_length_record_holds_the_records_starting_at_its_time(path, tmp_path):
-    # 2 is zero-length at 10: 3, starting at 10 after it, nests in it; 4 at 11 does not
+def test_a_zero_length_record_holds_nothing(path, tmp_path):
+    # 2 is zero-length at 10: 3, also at 10, is its sibling (it starts at 2's end), as in torch
     records = [(1, 1, 0, 100), (2, 1, 10, 0), (3, 1, 10, 0), (4, 1, 11, 5)]
-    assert nest(records, tmp_path) == {1: (0, None), 2: (1, 1), 3: (2, 2), 4: (1, 1)}
+    assert nest(records, tmp_path) == {1: (0, None), 2: (1, 1), 3: (1, 1), 4: (1, 1)}
 
 
 def test_lanes_nest_apart(path, tmp_path):
@@ -99,11 +98,22 @@ def test_lanes_nest_apart(path, tmp_path):
     assert nest(records, tmp_path) == {1: (0, None), 2: (0, None), 3: (1, 1), 4: (0, None)}
 
 
-def test_overlapping_records_count_what_is_open(path, tmp_path):
-    # 2 starts inside 1 and outlives it; 3 starts after 1 ended, inside 2 alone: depth 1, and its
-    # parent is the latest record one level up (1), as the sweep defines it
-    records = [(1, 1, 0, 10), (2, 1, 5, 10), (3, 1, 12, 1)]
-    assert nest(records, tmp_path) == sweep(records) == {1: (0, None), 2: (1, 1), 3: (1, 1)}
+def test_a_record_overlapping_another_closes_it_as_torch_does(path, tmp_path):
+    #   1 [0, 10)        4 [1, 3) in 1
+    #       2 [5, 15)    2 starts inside 1 and outlives it: not its child, and 1 holds nothing after
+    #         3 [6, 8)   inside 1 and 2: 2's child (the top of the stack)
+    #             5 [12, 13)  inside 2 alone: 2's child, never 1's (which has ended)
+    records = [(1, 1, 0, 10), (2, 1, 5, 10), (3, 1, 6, 2), (4, 1, 1, 2), (5, 1, 12, 1)]
+    want = {1: (0, None), 4: (1, 1), 2: (0, None), 3: (1, 2), 5: (1, 2)}
+    assert nest(records, tmp_path) == want
+    assert torch_tree(records) == want
+
+
+def test_an_overlapping_record_inside_a_parent_stays_its_child(path, tmp_path):
+    # 0 [0, 100) holds 1 [10, 30) and 2 [20, 40), which overlap: 2 pops 1 and is 0's child too
+    records = [(10, 1, 0, 100), (1, 1, 10, 20), (2, 1, 20, 20), (3, 1, 25, 2), (4, 1, 35, 1)]
+    want = {10: (0, None), 1: (1, 10), 2: (1, 10), 3: (2, 2), 4: (2, 2)}
+    assert nest(records, tmp_path) == want == torch_tree(records)
 
 
 def test_no_records(path, tmp_path):
@@ -111,7 +121,7 @@ def test_no_records(path, tmp_path):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_random_records_match_the_sweep_across_batches(path, tmp_path, monkeypatch, seed):
+def test_random_records_match_torchs_tree_across_batches(path, tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
     records = []
     for i in range(3000):
@@ -119,13 +129,13 @@ def test_random_records_match_the_sweep_across_batches(path, tmp_path, monkeypat
         ts = rng.randrange(0, 2000, rng.choice((1, 10, 50)))  # coarse grids: many equal times
         dur = rng.choice((0, 0, rng.randrange(1, 30), rng.randrange(1, 400)))
         records.append((i * 7 + 1, lane, ts, dur))
-    assert nest(records, tmp_path, batch_rows=257, monkeypatch=monkeypatch) == sweep(records)
+    assert nest(records, tmp_path, batch_rows=257, monkeypatch=monkeypatch) == torch_tree(records)
 
 
 def test_deep_nesting_grows_past_the_first_allocation(path, tmp_path):
     records = [(i + 1, 1, i, 10_000 - 2 * i) for i in range(1000)]
     got = nest(records, tmp_path)
-    assert got[1000] == (999, 999) and got == sweep(records)
+    assert got[1000] == (999, 999) and all(got[i] == (i - 1, i - 1 or None) for i in got)
 
 
 def test_steps_are_the_spans_holding_each_start_per_rank(path, tmp_path):

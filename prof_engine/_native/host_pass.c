@@ -6,12 +6,13 @@
  * the record starts before that step ends (`set_step`, which pe_step_at also serves for records in
  * any order: the `step_at` function of finalisation's SQL).
  *
- * Nesting: a record's depth is the number of nesting records of its lane open when it starts; its
- * parent is the latest nesting record before it (in that order) one level up. A record is open
- * from its start until its end (ts + dur): at equal times an end comes before a start (touching is
- * not nesting), except the end of a zero-length record, which comes after every start at its time.
- * The records open are kept in a binary heap of their ends, so a pass costs O(n log depth) and
- * holds only what is open.
+ * Nesting, torch.profiler's tree (torch/autograd/profiler_util.py, EventList._populate_cpu_children):
+ * in that order, a stack of the lane's nesting records, each inside the ones below it. A record
+ * pops the records it does not lie within (it starts at or after their end, or ends after it: a
+ * record that overlaps another without nesting in it closes it for the records after it), then
+ * the top of the stack is its parent and the stack's height its depth, and it is pushed. Touching
+ * is not nesting, and a zero-length record holds nothing. A pass costs O(n) and holds only the
+ * stack.
  *
  * Plain C99, no Python API: loaded with ctypes, which releases the GIL during each call.
  */
@@ -20,9 +21,8 @@
 #include <string.h>
 
 typedef struct {
-    int64_t end;
-    int32_t zero; /* 1: a zero-length record, whose end comes after the starts at its time */
-} open_end;
+    int64_t end, id;
+} open_record;
 
 typedef struct {
     int64_t n_steps;    /* the steps, sorted by (rank, start) */
@@ -31,10 +31,8 @@ typedef struct {
     int64_t lane;
     int32_t started;
     int64_t rank_begin, rank_end; /* the lane's rank's steps: [rank_begin, rank_end) */
-    open_end *heap;
-    int64_t heap_n, heap_cap;
-    int64_t *last;      /* last[d]: the id of the latest nesting record at depth d */
-    int64_t last_cap;
+    open_record *stack; /* the lane's records that may still hold the next one, outermost first */
+    int64_t stack_n, stack_cap;
 } host_pass;
 
 static int64_t *copy64(const int64_t *src, int64_t n) {
@@ -52,8 +50,7 @@ void pe_host_free(host_pass *s) {
     free(s->step_end);
     free(s->step_id);
     free(s->step_known);
-    free(s->heap);
-    free(s->last);
+    free(s->stack);
     free(s);
 }
 
@@ -79,27 +76,6 @@ host_pass *pe_host_new(int64_t n_steps, const int64_t *rank, const int64_t *star
     return s;
 }
 
-static inline int before(open_end a, open_end b) { return a.end < b.end || (a.end == b.end && a.zero < b.zero); }
-
-static void heap_pop(host_pass *s) {
-    open_end *h = s->heap;
-    open_end x = h[--s->heap_n];
-    int64_t i = 0, n = s->heap_n;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(h[c + 1], h[c]))
-            c++;
-        if (!before(h[c], x))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (n)
-        h[i] = x;
-}
-
 /* `items` (`*cap` of `size` bytes each) with room for item `need`, doubled if it had none; NULL
  * when memory ran out (`items` stays valid). */
 static void *grown(void *items, int64_t *cap, int64_t need, size_t size) {
@@ -110,23 +86,6 @@ static void *grown(void *items, int64_t *cap, int64_t need, size_t size) {
     if (p)
         *cap = c;
     return p;
-}
-
-static int heap_push(host_pass *s, open_end x) {
-    open_end *h = grown(s->heap, &s->heap_cap, s->heap_n, sizeof *h);
-    if (!h)
-        return -1;
-    s->heap = h;
-    int64_t i = s->heap_n++;
-    while (i > 0) {
-        int64_t p = (i - 1) / 2;
-        if (!before(x, s->heap[p]))
-            break;
-        s->heap[i] = s->heap[p];
-        i = p;
-    }
-    s->heap[i] = x;
-    return 0;
 }
 
 /* The first step of `rank` or later ranks (steps are sorted by rank). */
@@ -188,7 +147,7 @@ int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t
         if (!s->started || lane[i] != s->lane) {
             s->started = 1;
             s->lane = lane[i];
-            s->heap_n = 0;
+            s->stack_n = 0;
             s->rank_begin = first_step_of(s, rank[i]);
             s->rank_end = first_step_of(s, rank[i] + 1);
         }
@@ -197,25 +156,22 @@ int64_t pe_host_pass(host_pass *s, int64_t n, const int64_t *lane, const int64_t
         parent[i] = 0;
         if (!nests[i])
             continue;
-        while (s->heap_n && (s->heap[0].end < t || (s->heap[0].end == t && !s->heap[0].zero)))
-            heap_pop(s);
-        int64_t d = s->heap_n;
+        /* a record that would end past the clock's end ends there (SQL's ts + dur errs elsewhere) */
+        int64_t end = dur[i] <= 0 ? t : t > INT64_MAX - dur[i] ? INT64_MAX : t + dur[i];
+        while (s->stack_n && (t >= s->stack[s->stack_n - 1].end || end > s->stack[s->stack_n - 1].end))
+            s->stack_n--;
+        int64_t d = s->stack_n;
         depth[i] = (int32_t)d;
         set_bit(depth_valid, i);
         if (d) {
-            parent[i] = s->last[d - 1];
+            parent[i] = s->stack[d - 1].id;
             set_bit(parent_valid, i);
         }
-        int64_t *last = grown(s->last, &s->last_cap, d, sizeof *last);
-        if (!last)
+        open_record *stack = grown(s->stack, &s->stack_cap, d, sizeof *stack);
+        if (!stack)
             return -1;
-        s->last = last;
-        s->last[d] = id[i];
-        /* a record that would end past the clock's end ends there (SQL's ts + dur errs elsewhere) */
-        int64_t end = dur[i] <= 0 ? t : t > INT64_MAX - dur[i] ? INT64_MAX : t + dur[i];
-        open_end e = {end, dur[i] > 0 ? 0 : 1};
-        if (heap_push(s, e))
-            return -1;
+        s->stack = stack;
+        s->stack[s->stack_n++] = (open_record){end, id[i]};
     }
     return 0;
 }

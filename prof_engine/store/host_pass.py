@@ -4,12 +4,12 @@ each host record's step, and the depth and parent of the records that nest.
 DuckDB sorts the host records (`_host_input`, from `queries/store/stage.sql`) by thread (rank,
 pid, tid: a lane), start, longer first, then id, and streams them out. One pass over that order gives
 each record the step of its rank whose span holds its start (the steps are few; they are read
-first), and each nesting record its depth (the nesting records of its lane open when it starts)
-and its parent (the latest one before it one level up), holding only the records open at the
-time. The records, with these columns added, go to a Parquet file beside the staged records,
-which the view `_host` reads: memory stays bounded whatever the number of records (nothing is
-held while the sorted stream is open on the connection, and the table is outside DuckDB's memory
-budget), and no join pairs the computed columns with their records.
+first), and each nesting record its depth and parent in torch.profiler's tree (a stack of the
+records that hold it: `host_pass.c` states the rule), holding only that stack. The records, with
+these columns added, go to a Parquet file beside the staged records, which the view `_host` reads:
+memory stays bounded whatever the number of records (nothing is held while the sorted stream is
+open on the connection, and the table is outside DuckDB's memory budget), and no join pairs the
+computed columns with their records.
 
 The pass runs in C (`prof_engine/_native/host_pass.c`), else in Python (`_PythonPass`): the same
 algorithm, the same results. At 329 MB of Kineto JSON (1.1 M records), within the 80 MB DuckDB
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import heapq
 from pathlib import Path
 
 import duckdb
@@ -198,30 +197,30 @@ class _PythonPass:
             ends.append(e)
             ids.append(st if k else None)
         self.lane: int | None = None
-        self.open: list[tuple[int, int]] = []  # (end, 1 if zero-length): a heap
-        self.last: dict[int, int] = {}  # depth -> the latest nesting record's id there
+        self.stack: list[tuple[int, int]] = []  # (end, id): the lane's records that may hold the next one
 
     def run(self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array,
             nests: pa.Array) -> list[pa.Array]:
         steps: list[int | None] = []
         depths: list[int | None] = []
         parents: list[int | None] = []
+        stack = self.stack
         for ln, r, t, d, i, nest in zip(lane.to_pylist(), rank.to_pylist(), ts.to_pylist(), dur.to_pylist(),
                                         ids.to_pylist(), nests.to_pylist()):
             if ln != self.lane:
-                self.lane, self.open = ln, []
+                self.lane = ln
+                stack.clear()
             steps.append(self._step(r, t))
             if not nest:
                 depths.append(None)
                 parents.append(None)
                 continue
-            while self.open and (self.open[0][0] < t or (self.open[0][0] == t and not self.open[0][1])):
-                heapq.heappop(self.open)
-            depth = len(self.open)
-            depths.append(depth)
-            parents.append(self.last[depth - 1] if depth else None)
-            self.last[depth] = i
-            heapq.heappush(self.open, (min(t + d, _INT64_MAX), 0) if d > 0 else (t, 1))
+            end = min(t + d, _INT64_MAX) if d > 0 else t
+            while stack and (t >= stack[-1][0] or end > stack[-1][0]):
+                stack.pop()
+            depths.append(len(stack))
+            parents.append(stack[-1][1] if stack else None)
+            stack.append((end, i))
         return [pa.array(steps, pa.int64()), pa.array(depths, pa.int32()), pa.array(parents, pa.int64())]
 
     def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:

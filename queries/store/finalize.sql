@@ -30,11 +30,13 @@
 --   2. Nesting on one thread of host ops, API calls and user ranges (whose depth the source did
 --      not state), in one tree as torch.profiler builds it: a record_function range inside an op
 --      (Inductor's `## Call CompiledFxGraph ##` in `CompiledFunction`) is the op's child and the
---      parent of the ops inside it. In order of start, longer first at equal starts: a record's
---      depth is the number of records of its thread open when it starts, where at equal times an
---      end comes before a start (touching is not nesting) but a zero-length record's end after the
---      starts at its time; its parent is the latest record before it one level up. A depth or
---      parent the source stated wins.
+--      parent of the ops inside it. In order of start, longer first at equal starts, a stack of
+--      the thread's records: a record pops those it does not lie within (it starts at or after
+--      their end, or ends after it: one that overlaps another without nesting closes it for the
+--      records after it), then its parent is the top and its depth the stack's height (torch's
+--      `EventList._populate_cpu_children`). Touching is not nesting. torch's async ranges (the
+--      c10d Work ranges `nccl:*`, `gloo:*`: kind comm) are not in its tree, and not here. A depth
+--      or parent the source stated wins.
 --      Steps 1 and 2 of host records are one pass over them sorted by thread and start
 --      (prof_engine.store.host_pass, in C), not SQL: DuckDB's window over their starts and ends,
 --      and its ASOF joins, sorted 3x as many rows and took 5x as long.
