@@ -7,7 +7,7 @@
 -- requires: _op_calls, _units
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for CPU ops
--- column `OP Type` VARCHAR: op type (framework op for device tasks, op name for CPU ops)
+-- column `OP Type` VARCHAR: op type (framework op for device tasks; for CPU ops their op type where the source gives one, else their name)
 -- column `Core Type` VARCHAR: core/task type (AI_CORE, AI_VECTOR_CORE, ... on Ascend; KERNEL on GPUs) or CPU
 -- column `Count` BIGINT: number of tasks or ops
 -- column `Total Time(us)` DOUBLE: summed duration (self time for CPU ops), µs

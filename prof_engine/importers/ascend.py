@@ -8,6 +8,7 @@ numbers (their encoding changed between versions). Device tasks from the trace a
 their kernel_details row (matched on stream, task id and start, ±1 ns: the two files round
 differently). The vendor's own Overlap Analysis lane is left out: prof-engine recomputes it.
 Without a trace_view.json, device tasks come from kernel_details.csv alone.
+MindSpore's host CPU ops (`CPU OP` lane, FRAMEWORK/cpu_op_* files), `Scope Layer` lane: see `mindspore_cpu`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import InputError
-from prof_engine.importers import classify
+from prof_engine.importers import classify, mindspore_cpu
 from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import BadTime, us_text_to_ns
@@ -217,6 +218,8 @@ def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
 class AscendConverter(ChromeConverter):
     """trace_view.json lanes → canonical kinds and devices (see the module docstring)."""
 
+    cpu_ops: Path | None = None  # MindSpore's cpu_op_execute_timestamp file, read instead of the CPU OP lane
+
     def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict],
                  device_index: int = 0) -> None:
         super().__init__(file_index, sink)
@@ -251,6 +254,10 @@ class AscendConverter(ChromeConverter):
         device = self.point_device(ev)
         if lane == "Overlap Analysis":
             return None  # derived by the vendor; prof-engine recomputes it (view `overlap`)
+        if lane == mindspore_cpu.SCOPE_LANE:
+            return None  # derived by the vendor from the op names (see mindspore_cpu)
+        if lane == mindspore_cpu.CPU_LANE:  # MindSpore's host CPU ops: from the timestamp file where there is one
+            return None if self.cpu_ops else Described("host_op", "host", op_type=mindspore_cpu.op_type(name))
         if lane == "CANN":
             return Described("api", device, correlation=_int(a.connection_id))
         if lane == "Ascend Hardware":
@@ -330,16 +337,22 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     if rows and (out / "l2_cache.csv").is_file():
         with_l2_cache(rows, out / "l2_cache.csv")
     info = _rank_info(rank_dir)
+    cpu_ops = mindspore_cpu.timestamp_file(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
+        conv.cpu_ops = cpu_ops
         for events in ChromeTraceReader(trace, progress=progress).chunks():
             conv.feed(events)
+        if cpu_ops is not None:
+            mindspore_cpu.add_ops(conv, cpu_ops, info)
         convert_memory(out, conv)
         conv.finish()
         return conv, info
-    if rows:
+    if rows or cpu_ops is not None:
         conv = AscendConverter(file_index, sink, [], {}, device_index(out))
         _kernel_rows_as_slices(conv, rows)
+        if cpu_ops is not None:
+            mindspore_cpu.add_ops(conv, cpu_ops, info)
         convert_memory(out, conv)
         conv.finish()
         return conv, info
