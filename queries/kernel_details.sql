@@ -38,23 +38,24 @@ WITH described AS (
            coalesce(op_type, launch_name) AS op_type, coalesce(task_type, 'KERNEL') AS task_type, args::JSON AS a,
            coalesce(greatest(ts - lag(ts + dur) OVER (PARTITION BY rank, device ORDER BY ts, id), 0), 0) AS wait
     FROM slices WHERE device <> 'host' AND kind IN ('kernel', 'comm')
-     AND (op_type IS NOT NULL OR contains(args, '"grid"'))  -- described by Ascend's tools, or launched by CUDA
+     -- described by Ascend's tools (an op type, or a Level0 row's Block Dim: its Type is N/A), or launched by CUDA
+     AND (op_type IS NOT NULL OR contains(args, '"Block Dim"') OR contains(args, '"grid"'))
 ), metric_keys AS (
     SELECT *, list_filter(json_keys(a), lambda k: k SIMILAR TO '(aic|aiv|aicore|cube)_.*' OR k IN (
         'grid', 'block', 'registers per thread', 'shared memory', 'blocks per SM', 'warps per SM',
         'est. achieved occupancy %')) AS pmu
     FROM described
 )
-SELECT rank AS "Rank", device AS "Device", step AS "Step Id", nullif(a ->> 'Model Id', '4294967295')::BIGINT AS "Model ID",
-       coalesce((a ->> 'Task Id')::BIGINT, CASE WHEN (a -> 'grid') IS NOT NULL THEN correlation END) AS "Task ID",
+SELECT rank AS "Rank", device AS "Device", step AS "Step Id", TRY_CAST(nullif(a ->> 'Model Id', '4294967295') AS BIGINT) AS "Model ID",
+       coalesce(TRY_CAST(a ->> 'Task Id' AS BIGINT), CASE WHEN (a -> 'grid') IS NOT NULL THEN correlation END) AS "Task ID",
        stream AS "Stream ID", name AS "Name", op_type AS "Type",
        a ->> 'OP State' AS "OP State", task_type AS "Accelerator Core", us_ts(ts) AS "Start Time(us)",
        us(dur) AS "Duration(us)", us(wait) AS "Wait Time(us)",
-       coalesce((a ->> 'Block Dim')::BIGINT, list_reduce(TRY_CAST(a -> 'grid' AS BIGINT[]), lambda x, y: x * y)) AS "Block Dim",
-       (a ->> 'Mix Block Dim')::BIGINT AS "Mix Block Dim", a ->> 'HF32 Eligible' AS "HF32 Eligible",
+       coalesce(TRY_CAST(a ->> 'Block Dim' AS BIGINT), list_reduce(TRY_CAST(a -> 'grid' AS BIGINT[]), lambda x, y: x * y)) AS "Block Dim",
+       TRY_CAST(a ->> 'Mix Block Dim' AS BIGINT) AS "Mix Block Dim", a ->> 'HF32 Eligible' AS "HF32 Eligible",
        input_shapes AS "Input Shapes", input_types AS "Input Data Types", a ->> 'Input Formats' AS "Input Formats",
        a ->> 'Output Shapes' AS "Output Shapes", a ->> 'Output Data Types' AS "Output Data Types",
-       a ->> 'Output Formats' AS "Output Formats", (a ->> 'Context ID')::BIGINT AS "Context ID",
+       a ->> 'Output Formats' AS "Output Formats", TRY_CAST(a ->> 'Context ID' AS BIGINT) AS "Context ID",
        CASE WHEN len(pmu) > 0 THEN to_json(map_from_entries(list_transform(pmu, lambda k: struct_pack(k := k, v := a -> k))))::VARCHAR END AS "Metrics"
 FROM metric_keys
 ORDER BY "Rank", "Device", ts, "Stream ID", "Task ID"

@@ -6,8 +6,10 @@ counters) and `kernel_details.csv` (one row per device task with its OP Type and
 Lanes are found through the `process_name` / `process_labels` metadata, never by decoding pid
 numbers (their encoding changed between versions). Device tasks from the trace are enriched with
 their kernel_details row (matched on stream, task id and start, ±1 ns: the two files round
-differently). The vendor's own Overlap Analysis lane is left out: prof-engine recomputes it.
-Without a trace_view.json, device tasks come from kernel_details.csv alone.
+differently; on name and start where the CSV has no Task ID / Stream ID, as at Level0). Rows
+matched to no trace record are counted as the finding `unmatched_vendor_rows`. The vendor's own
+Overlap Analysis lane is left out: prof-engine recomputes it. Without a trace_view.json, device
+tasks come from kernel_details.csv alone.
 MindSpore's host CPU ops (`CPU OP` lane, FRAMEWORK/cpu_op_* files), `Scope Layer` lane: see `mindspore_cpu`.
 """
 
@@ -26,6 +28,7 @@ from prof_engine.importers import classify, mindspore_cpu
 from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import BadTime, us_text_to_ns
+from prof_engine.store.quality import add_finding
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -193,8 +196,9 @@ def cell_time(path: Path, column: str, text: str | None) -> int | None:
 
 
 def _kernel_index(rows: list[dict[str, Any]]) -> dict[tuple, dict]:
-    """kernel_details rows (read with `KERNEL_TIMES`) by (stream, task id, start ns) and, for
-    communication, by (name, start ns)."""
+    """kernel_details rows (read with `KERNEL_TIMES`) by (stream, task id, start ns) and, where a
+    row has no task id (communication ops; every row of a Level0 export, whose CSV has neither
+    column), by (name, start ns)."""
     out: dict[tuple, dict] = {}
     for r in rows:
         start = r["Start_ns"]
@@ -215,6 +219,12 @@ def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
     return None
 
 
+def unmatched_rows(rows: list[dict[str, Any]], matched: set[int]) -> list[dict[str, Any]]:
+    """The kernel_details rows whose `id()` is not in `matched`: no trace record has them (nor
+    the tasks' op types, core types and shapes they hold)."""
+    return [r for r in rows if id(r) not in matched]
+
+
 class AscendConverter(ChromeConverter):
     """trace_view.json lanes → canonical kinds and devices (see the module docstring)."""
 
@@ -224,6 +234,7 @@ class AscendConverter(ChromeConverter):
                  device_index: int = 0) -> None:
         super().__init__(file_index, sink)
         self.kernels = kernels
+        self.matched: set[int] = set()  # id() of the kernel_details rows a trace record took
         self.device_index = device_index  # for lanes labelled "NPU" without an index
         self.set_lanes(meta)
 
@@ -264,9 +275,9 @@ class AscendConverter(ChromeConverter):
             return self._hardware_task(ev, a, name, device)
         if lane in ("HCCL", "Communication"):
             group_op = self.thread.get((pid, _text(ev.tid) or ""), "").startswith("Group")
-            row = _lookup(self.kernels, (name,), us_text_to_ns(ev.ts) or 0) if group_op else None
+            row = self._kernel_row((name,), us_text_to_ns(ev.ts) or 0) if group_op else None
             return Described("comm" if group_op else "comm_task", device, correlation=_int(a.connection_id),
-                             op_type=row["Type"] if row else None, task_type="HCCL" if group_op else a.ascend_task_type,
+                             op_type=row.get("Type") if row else None, task_type="HCCL" if group_op else a.ascend_task_type,
                              more_args=row.get("_rest") if row else None)
         if device == "host":
             kind = classify.kind_of(cat, name, False)
@@ -276,14 +287,21 @@ class AscendConverter(ChromeConverter):
     def _hardware_task(self, ev: Event, a: Args, name: str, device: str) -> Described:
         stream = _int(a.physic_stream) if a.physic_stream is not None else _int(ev.tid)
         task_type = _text(a.ascend_task_type) or ""
-        row = _lookup(self.kernels, (stream, _int(a.task_id)), us_text_to_ns(ev.ts) or 0)
+        ts = us_text_to_ns(ev.ts) or 0
+        row = self._kernel_row((stream, _int(a.task_id)), ts) or self._kernel_row((name,), ts)
         kind = task_kind(task_type, row is not None, bool(self.kernels))
         return Described(
             kind, device, stream=stream, correlation=_int(a.connection_id),
-            op_type=row["Type"] if row else None, task_type=(row["Core"] if row else None) or task_type or None,
-            input_shapes=row["Shapes"] if row else None, input_types=row["Types"] if row else None,
+            op_type=row.get("Type") if row else None, task_type=(row.get("Core") if row else None) or task_type or None,
+            input_shapes=row.get("Shapes") if row else None, input_types=row.get("Types") if row else None,
             more_args=row.get("_rest") if row else None,
         )
+
+    def _kernel_row(self, key: tuple, ts: int) -> dict | None:
+        row = _lookup(self.kernels, key, ts)
+        if row is not None:
+            self.matched.add(id(row))
+        return row
 
     def after_slice(self, a: Args, d: Described) -> None:
         if d.kind == "comm_task" and (a.src_rank is not None or a.transport is not None):
@@ -347,6 +365,12 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
             mindspore_cpu.add_ops(conv, cpu_ops, info)
         convert_memory(out, conv)
         conv.finish()
+        lost = unmatched_rows(rows, conv.matched)
+        if lost:
+            add_finding(info, "unmatched_vendor_rows", len(lost),
+                        f"{kernel_csv}: {len(lost)} of {len(rows)} rows match no trace_view.json task by stream, "
+                        f"task id and start, or name and start (first: {lost[0]['Name']})",
+                        device=f"npu{conv.device_index}")
         return conv, info
     if rows or cpu_ops is not None:
         conv = AscendConverter(file_index, sink, [], {}, device_index(out))
@@ -380,19 +404,20 @@ def device_index(output_dir: Path) -> int:
 
 def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
     """Device tasks straight from kernel_details.csv (no trace; rows read with `KERNEL_TIMES`):
-    step from its Step Id column."""
+    step from its Step Id column, task id in the args as the trace's tasks have it (`Task Id`)."""
     for r in rows:
         start, dur = r["Start_ns"], r["Duration_ns"]
         if start is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
+        args = {**(r.get("_rest") or {}), **({"Task Id": task} if (task := _int(r.get("Task"))) is not None else {})}
         conv.seq += 1
         conv.add_row("slices", {
             "id": conv.seq, "rank": conv.file_index, "device": f"npu{conv.device_index}", "step": _int(r.get("Step")),
             "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
             "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
             "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
-            "args": json.dumps(r["_rest"], ensure_ascii=False) if r.get("_rest") else None,
+            "args": json.dumps(args, ensure_ascii=False) if args else None,
         })
 
 
