@@ -19,6 +19,7 @@
 -- column `Share(%)` DOUBLE: Count / Total × 100; NULL where Total is
 -- column `Detail` VARCHAR: what and where, in one line
 -- column `Meaning` VARCHAR: what the rule means for the numbers
+-- column `Level` VARCHAR: warning (a number may rest on a guess) or note (how the data was read)
 WITH per_device AS (
     SELECT rank, device,
            count(*) FILTER (WHERE is_unclassified(kind, category)) AS other,
@@ -65,6 +66,7 @@ found AS (
     SELECT rank, device, rule, count, total, detail FROM run_findings
 )
 SELECT f.rank AS "Rank", f.device AS "Device", f.rule AS "Rule", f.count AS "Count", f.total AS "Total",
-       round(100.0 * f.count / nullif(f.total, 0), 2) AS "Share(%)", f.detail AS "Detail", q.meaning AS "Meaning"
+       round(100.0 * f.count / nullif(f.total, 0), 2) AS "Share(%)", f.detail AS "Detail", q.meaning AS "Meaning",
+       q.level AS "Level"
 FROM found f LEFT JOIN quality_rules q USING (rule)
-ORDER BY "Rank" NULLS FIRST, "Device" NULLS FIRST, "Rule"
+ORDER BY "Level" DESC, "Rank" NULLS FIRST, "Device" NULLS FIRST, "Rule"

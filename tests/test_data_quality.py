@@ -76,6 +76,15 @@ def test_a_clean_trace_fires_no_rule(tmp_path):
     assert "Warning" not in proc.stderr
     proc = cli(tmp_path, "check", "run", "--strict")
     assert proc.returncode == 0 and "no data-quality rule fired" in proc.stdout
+    # a base time the trace gives is a note (how the data was read), listed but never a warning
+    write_trace(trace, [x("aten::mm", 10, 20)], distributedInfo={"rank": 0, "world_size": 1},
+                baseTimeNanoseconds=1_700_000_000_000_000_000)
+    proc = cli(tmp_path, "import", trace, "-o", "run2", "--strict")
+    assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr
+    with prof_engine.open(tmp_path / "run2") as run:
+        assert [r[2:5] + r[8:] for r in run.quality().rows()] == [("clock_anchor", 1, None, "note")]
+        assert run.quality_warnings() == []
+    assert cli(tmp_path, "check", "run2", "--strict").returncode == 0
 
 
 def test_import_warns_once_per_rule_and_strict_fails(tmp_path):

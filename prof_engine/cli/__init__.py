@@ -159,7 +159,7 @@ def report(
 @app.command()
 def check(
     run: RunArg,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any rule fired.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a warning rule fired (notes do not count).")] = False,
 ) -> None:
     """List what the import had to guess (the data_quality view), per rank, device and rule.
     Example: [bold]prof-engine check run[/bold]"""
@@ -167,7 +167,7 @@ def check(
     from prof_engine.cli import render
 
     with open(run) as r:
-        found = r.quality()
+        found, warnings = r.quality(), r.quality_warnings()
         skipped = r.manifest["skipped"]
     for s in skipped:
         render.err.print(f"left out: {s['error']}", highlight=False)
@@ -175,7 +175,7 @@ def check(
         render.table(found, title=f"{run}: data quality")
     elif not skipped:
         render.out.print(f"{run}: no data-quality rule fired: the import guessed nothing", highlight=False)
-    if strict and (len(found) or skipped):
+    if strict and (warnings or skipped):
         raise typer.Exit(1)
 
 

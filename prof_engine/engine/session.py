@@ -233,10 +233,9 @@ class Run:
             self._summary_macros = True
         n = max(int(top), 1)
         tables = {}
-        quality = self.quality()
-        if len(quality):  # first: every number below rests on these guesses
+        if self.quality_warnings():  # first: every number below rests on these guesses
             tables[QUALITY_TITLE] = self.sql(
-                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality')
+                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality WHERE "Level" = \'warning\'')
         tables |= {
             STEPS_TITLE: self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
             f"Top {n} ops by duration": self.sql("SELECT * FROM summary_top_ops(?)", [n]),
@@ -264,11 +263,12 @@ class Run:
         return self.sql("SELECT * FROM data_quality")
 
     def quality_warnings(self) -> list[str]:
-        """One line per data-quality rule that fired, over every rank and device: what `import`
-        prints as warnings and `info` lists (empty when nothing was guessed)."""
+        """One line per data-quality warning rule that fired, over every rank and device: what
+        `import` prints as warnings and `info` lists (empty when nothing was guessed)."""
         by_rule: dict[str, list[tuple]] = {}
         for row in self.quality().rows():
-            by_rule.setdefault(row[2], []).append(row)
+            if row[8] == "warning":  # notes say how the data was read: `check` lists them
+                by_rule.setdefault(row[2], []).append(row)
         lines = []
         for rule, rows in by_rule.items():
             count = sum(r[3] for r in rows)

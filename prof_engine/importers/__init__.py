@@ -165,6 +165,9 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
     ]
     info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     info["rank_from"] = "file order" if rank is None else "distributedInfo.rank"
+    if base:
+        add_finding(info, "clock_anchor", 1, f"{path.name}: baseTimeNanoseconds {int(base)} ns added to every ts",
+                    total=None)
     return SourceFile(
         path=str(path), format="kineto" if kineto else "chrome",
         rank=index if rank is None else rank, index=index, offset_ns=0 if base is None else int(base),

@@ -41,6 +41,7 @@ from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, ano
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store import SourceFile
+from prof_engine.store.quality import add_finding
 
 DEVICE_DIR = re.compile(r"device_(\d+)")
 TIMELINE = re.compile(r"(msprof|step_trace|task_time|hccl)_(\d+)_(\d+)_(\d+)\.json")
@@ -191,12 +192,15 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
         _feed_file(conv, path, seen, path.name.startswith("msprof_"), progress)
     conv.finish()
     rank = info.get("rank_id")
+    found: dict[str, Any] = {}
+    add_finding(found, "clock_anchor", 1, f"{device_dir.name}: start_info.{device_id} (collectionTimeBegin, "
+                f"clockMonotonicRaw) moves the monotonic timeline by {offset} ns", total=None)
     return SourceFile(
         path=str(device_dir), format="msprof", rank=rank if isinstance(rank, int) and rank >= 0 else device_id,
         index=index, offset_ns=offset, bytes=sum(p.stat().st_size for p in files),
         events=sum(conv.counts.values()), host=info.get("hostname"), devices=[_device_info(device_id, info)],
         lanes=list(conv.lanes.values()),
-        info={"rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
+        info={**found, "rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
               "rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
               "timeline_files": [p.name for p in files], **anomalies(conv)},
     )

@@ -81,9 +81,9 @@ def run_findings(manifest: dict[str, Any]) -> list[tuple]:
 
 def quality_rules() -> list[tuple]:
     """The rows of the `quality_rules` table: every data-quality rule and its meaning."""
-    from prof_engine.store.quality import RULES
+    from prof_engine.store.quality import RULES, level
 
-    return list(RULES.items())
+    return [(rule, meaning, level(rule)) for rule, meaning in RULES.items()]
 
 
 def run_devices(manifest: dict[str, Any]) -> list[tuple]:

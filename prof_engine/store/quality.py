@@ -22,7 +22,7 @@ RULES: dict[str, str] = {
     "values_out_of_range": "times or durations outside any real run (before 1970, past 2^62 ns, longer than a day): dropped",
     "invented_rank": "the source says no rank: its rank is the file's position among the sources",
     "missing_ranks": "ranks of the job (its world size) with no trace in the run: cluster views cover the others",
-    "clock_anchor": "times shifted onto the Unix clock by an anchor the source wrote",
+    "clock_anchor": "times moved onto the Unix clock by an offset the source wrote (a base time, a clock anchor)",
     "unanchored_clock": "times on a host monotonic clock that no file anchors to the Unix clock: durations right, dates not",
     "unknown_categories": "event categories this build does not know: imported as kind 'other'",
     "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
@@ -31,6 +31,16 @@ RULES: dict[str, str] = {
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
     "overlapping_device_steps": "steps whose device spans overlap the next step's: their Free counts only idle time",
 }
+
+
+# Rules that say how the data was read, not that a number may be wrong: `data_quality` and
+# `check` list them, `import` does not warn and `--strict` does not fail on them.
+NOTES = frozenset({"clock_anchor"})
+
+
+def level(rule: str) -> str:
+    """'note' for a rule of NOTES, else 'warning'."""
+    return "note" if rule in NOTES else "warning"
 
 
 def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None,
