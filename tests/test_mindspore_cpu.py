@@ -189,3 +189,25 @@ def test_cli_import_and_show(src, tmp_path):
     assert show.exit_code == 0, show.output
     op_types = show.output.split("op_statistic", 1)[1]
     assert "MatMul" in op_types and "ReluGrad" in op_types
+
+
+def test_without_trace_view(src, tmp_path):
+    rank = tmp_path / src.name
+    shutil.copytree(src, rank)
+    (rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run")) as r:
+        stats = dict(r.sql('SELECT "OP Type", "Count" FROM op_statistic').rows())
+    assert stats == {row["op_type"]: int(row["type_occurrences"]) for row in vendor(src, "cpu_op_type_info_0.csv")}
+
+
+def test_database_export_keeps_its_device_data(src, tmp_path):
+    """A rank directory exported as .db with CPU ops beside it: the database's records and the CPU ops."""
+    from conftest import ascend_db_copy
+
+    db = ascend_db_copy(tmp_path)
+    shutil.copytree(src / "FRAMEWORK", db.parent.parent / "FRAMEWORK")
+    with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run")) as r:
+        kernels = r.sql("SELECT count(*) FROM slices WHERE kind = 'kernel'").rows()[0][0]
+        cpu = dict(r.sql("SELECT op_type, count(*) FROM slices WHERE category = 'HostCpuOps' GROUP BY 1").rows())
+    assert kernels > 0
+    assert cpu == {row["op_type"]: int(row["type_occurrences"]) for row in vendor(src, "cpu_op_type_info_0.csv")}

@@ -372,7 +372,7 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
                         f"task id and start, or name and start (first: {lost[0]['Name']})",
                         device=f"npu{conv.device_index}")
         return conv, info
-    if rows or cpu_ops is not None:
+    if rows:
         conv = AscendConverter(file_index, sink, [], {}, device_index(out))
         _kernel_rows_as_slices(conv, rows)
         if cpu_ops is not None:
@@ -384,7 +384,16 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
 
     database = ascend_db.find_db(out)
     if database is not None:  # exported with export_type=db
-        return ascend_db.convert_db(database, file_index, sink, progress), info
+        conv = ascend_db.convert_db(database, file_index, sink, progress)
+        if cpu_ops is not None:  # the database reader takes no MindSpore CPU ops
+            mindspore_cpu.add_ops(conv, cpu_ops, info)
+            conv.finish()
+        return conv, info
+    if cpu_ops is not None:  # a MindSpore CPU profile whose trace_view.json is missing
+        conv = AscendConverter(file_index, sink, [], {}, device_index(out))
+        mindspore_cpu.add_ops(conv, cpu_ops, info)
+        conv.finish()
+        return conv, info
     raise InputError(f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
                      f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)")
 
