@@ -43,6 +43,7 @@ class Event(msgspec.Struct, gc=False):
     ts: msgspec.Raw = msgspec.Raw(b"")
     dur: msgspec.Raw = msgspec.Raw(b"")
     id: Any = None
+    id2: Any = None  # async ids as {"local": ...} or {"global": ...}
     s: Any = None
     bp: Any = None
     args: msgspec.Raw = msgspec.Raw(b"")
@@ -67,6 +68,26 @@ def open_bytes(path: Path) -> BinaryIO:
         return gzip.open(path, "rb")  # type: ignore[return-value]
     f.seek(0)
     return f
+
+
+def names_trace_events(path: Path, limit: int = _MAX_HEADER) -> bool:
+    """Whether the key "traceEvents" occurs in the first `limit` bytes of the (gunzipped) file: a
+    trace object's keys before its event array (a large `metadata` first) may be longer than a
+    sniff's head; the reader takes up to `_MAX_HEADER` of them. Unreadable files say True, so
+    that the reader reports their precise error."""
+    try:
+        with open_bytes(path) as f:
+            tail, seen = b"", 0
+            while seen < limit:
+                block = f.read(1 << 20)
+                if not block:
+                    return False
+                if b'"traceEvents"' in tail + block:
+                    return True
+                tail, seen = block[-16:], seen + len(block)
+    except (OSError, EOFError, zlib.error):
+        return True
+    return False
 
 
 class ChromeTraceReader:

@@ -19,7 +19,7 @@ import re
 import zlib
 from pathlib import Path
 
-from prof_engine.importers.jsonstream import open_bytes
+from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 
 SUPPORTED = ("prof-engine imports Chrome/Kineto traces (*.json, *.json.gz), torch_npu/MindSpore "
              "*_ascend_pt|*_ascend_ms directories (text or .db) and msprof PROF_* directories")
@@ -43,7 +43,8 @@ def is_trace(path: Path) -> bool:
     except (OSError, EOFError, zlib.error):
         return True
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return bool(re.match(rb"\[\s*(\{|\])", text)) or b'"traceEvents"' in head
+    return (bool(re.match(rb"\[\s*(\{|\])", text)) or b'"traceEvents"' in head
+            or (text[:1] == b"{" and len(head) == 1 << 16 and names_trace_events(path)))
 
 
 def _names(paths: list[Path], root: Path, limit: int = 4) -> str:
@@ -63,13 +64,13 @@ def explain(path: Path) -> str | None:
     if analyze:
         loose = [p for p in data if p.name.endswith(DATA_SUFFIXES)
                  and not any(a in p.parents or a == p for a in analyze)]
-        traces = [p for p in loose if p.name.endswith((".json", ".json.gz")) and is_trace(p)]
+        traces = [p for p in loose if p.name.lower().endswith((".json", ".json.gz")) and is_trace(p)]
         hint = f"; to import a trace in it, pass the file itself: {_names(traces, path, 2)}" if traces else ""
         beside = f" beside {len(loose)} loose JSON/CSV file(s)" if loose else ""
         return (f"{path}: msprof-analyze outputs ({_names(analyze, path, 2)}){beside}, not one profiler output: "
                 f"derived reports are not traces{hint}")
-    candidates = [p for p in data if p.name.endswith(DATA_SUFFIXES)]
-    if candidates and not any(p.name.endswith((".json", ".json.gz")) and is_trace(p) for p in candidates):
+    candidates = [p for p in data if p.name.lower().endswith(DATA_SUFFIXES)]
+    if candidates and not any(p.name.lower().endswith((".json", ".json.gz")) and is_trace(p) for p in candidates):
         json_files = [p for p in candidates if not p.name.endswith(".csv")]
         csv_files = [p for p in candidates if p.name.endswith(".csv")]
         found = [f"{len(fs)} {what} ({_names(fs, path, 3)})" for fs, what in
