@@ -7,7 +7,12 @@
 --   with it. Host self time is the op's less that of its nested ops, ranges and runtime API
 --   calls, which are rows of their own (cudaLaunchKernel...: host time, no device time), as in
 --   torch's table; so are record_function ranges (`## forward ##`, Inductor's `## Call
---   CompiledFxGraph ##`; in runs imported at schema 1.5 on). Steps (ProfilerStep*) are not rows
+--   CompiledFxGraph ##`; in runs imported at schema 1.5 on). c10d's collective ranges (`nccl:*`,
+--   `gloo:*`, kind comm) are rows with their calls and host total and no self time: torch marks
+--   them async (they may end on another thread), keeps them out of its tree (they are no op's
+--   child, their op keeps their time as self time, and no op is theirs) and gives them no self
+--   time. Ops that overlap without nesting follow torch's tree (finalize.sql step 2), except that
+--   a self time is never below 0 (torch's can be). Steps (ProfilerStep*) are not rows
 --   (step_trace has them), nor are kernels (kernel_statistic lists them). Unlike torch's table:
 --   CUPTI's own host work (`Activity Buffer Request`, category `overhead`) is not a row, and the
 --   op it interrupted keeps it in its self time: torch nests it in that op, but the exported
@@ -42,6 +47,9 @@ WITH only_child AS (  -- host records with exactly one record nested in them, an
     SELECT a.rank, a.name, count(*), sum(greatest(a.dur - coalesce(n.dur, 0), 0)), sum(a.dur), 0, 0
     FROM slices a LEFT JOIN _nested_api_time n ON n.rank = a.rank AND n.id = a.id  -- CANN's calls inside calls
     WHERE a.device = 'host' AND a.kind = 'api' GROUP BY a.rank, a.name
+    UNION ALL  -- torch's async ranges: c10d's collective record_function ranges
+    SELECT rank, name, count(*), 0, sum(dur), 0, 0 FROM slices
+    WHERE device = 'host' AND kind = 'comm' AND lower(category) = 'user_annotation' GROUP BY rank, name
 )
 SELECT rank AS "Rank", name AS "Name", calls AS "Calls",
        us(host_self) AS "Self Host(us)",

@@ -143,3 +143,51 @@ def test_steps_cover_the_trace(imported):
     # step_trace has a row for each step of each device that worked in it (a host-only step has none)
     worked = set(run.sql("SELECT DISTINCT rank, device, step FROM slices WHERE device <> 'host' AND step IS NOT NULL").rows())
     assert worked and set(run.sql('SELECT "Rank", "Device", "Step" FROM step_trace WHERE "Step" IS NOT NULL').rows()) == worked
+
+
+# torch's async ranges: the record_function of a c10d Work (torch marks it async: out of the tree)
+C10D_WORK_RANGE = ("nccl:", "gloo:")
+HOST_TREE_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
+
+
+def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]]:
+    """torch.profiler's key_averages (name -> calls, self µs, total µs) of a trace's host events,
+    by torch's own code: FunctionEvents of the raw events (c10d Work ranges async, as torch
+    records them), `EventList._populate_cpu_children` and `_remove_dup_nodes` (the redispatch
+    fold). ProfilerStep#N are steps here (step_trace's rows), not rows."""
+    profiler_util = pytest.importorskip("torch.autograd.profiler_util")
+    host = [e for e in events if e.get("ph") == "X" and e.get("cat") in HOST_TREE_CATS]
+    evs = profiler_util.EventList([
+        profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=_ns(e["ts"]),
+                                    end_us=_ns(e["ts"]) + _ns(e["dur"]), is_async=e["name"].startswith(C10D_WORK_RANGE))
+        for i, e in enumerate(host)])
+    evs._populate_cpu_children()
+    evs._remove_dup_nodes()
+    out: dict[str, list] = collections.defaultdict(lambda: [0, 0, 0])
+    for e in evs:
+        if not e.name.startswith("ProfilerStep#"):
+            row = out[e.name]
+            row[0] += 1
+            row[1] += e.self_cpu_time_total / 1000
+            row[2] += e.cpu_time_total / 1000
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def test_key_averages_is_torchs_tree_of_the_raw_events(imported):
+    """key_averages' calls, self and total host time per op, range and runtime call are torch's
+    own tree over the raw events: the c10d ranges (`nccl:all_reduce`...) are rows without self
+    time that their op (record_param_comms) keeps as self time, as torch's key_averages has them
+    (on rank 1 of the sampled job, record_param_comms' self time is 1,557 µs: the 225 µs of a
+    tree that nested the ranges is not torch's, which marks them async)."""
+    param, raw, run = imported
+    for i, (top, events) in enumerate(raw):
+        rank = _rank(top, i)
+        want = torch_key_averages(events)
+        ours = {n: (c, s, t) for n, c, s, t in run.sql(
+            'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages WHERE "Rank" = ?',
+            [rank]).rows()}
+        assert sorted(ours) == sorted(want), rank
+        for name, (calls, self_us, total_us) in want.items():
+            assert ours[name] == (calls, pytest.approx(self_us, abs=0.01), pytest.approx(total_us, abs=0.01)), (rank, name)
+        if param == "sampled_2rank" and rank == 1:
+            assert want["record_param_comms"][1] == 1557 and want["nccl:all_to_all"] == (4, 0, 1075)

@@ -9,6 +9,7 @@ Kineto's fixed `baseTimeNanoseconds`), so the ns values are exact here whatever 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 from decimal import Decimal
 
@@ -301,3 +302,99 @@ def test_a_range_inside_an_op_is_a_node_of_torchs_tree(range_in_op):
     assert parent_kind == "host_op" and child_kinds == ["host_op"]
     names = {n for (n,) in run.sql('SELECT DISTINCT "Name" FROM operator_details').rows()}
     assert "Scale" in names and not names & {"scale_inner", "outer"}
+
+
+def key_averages_of(run) -> dict[str, tuple]:
+    return {n: (c, s, t) for n, c, s, t in run.sql(
+        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+
+
+def assert_torchs_rows(ours: dict[str, tuple], averages: dict[str, tuple]) -> None:
+    """Every row of torch's key_averages, and no other: calls exact, times to the trace's ns."""
+    assert sorted(ours) == sorted(averages)
+    for name, (calls, self_us, total_us) in averages.items():
+        assert ours[name] == (calls, pytest.approx(self_us, abs=0.002 * calls),
+                              pytest.approx(total_us, abs=0.002 * calls)), name
+
+
+@pytest.fixture(scope="module")
+def gloo_collectives(tmp_path_factory) -> dict:
+    """A CPU trace where gloo collectives run (one process, world size 1), with torch's own
+    key_averages() of it: name -> (calls, self µs, total µs)."""
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch build has no gloo backend")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    tmp = tmp_path_factory.mktemp("gloo")
+    dist.init_process_group("gloo", init_method=(tmp / "store").as_uri(), rank=0, world_size=1)
+    try:
+        x = torch.randn(1000)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(3):
+                with record_function("outer"):
+                    y = x * 2
+                    dist.all_reduce(y)
+                    dist.broadcast(y, 0)
+                    dist.all_gather([torch.empty_like(y)], y)
+    finally:
+        dist.destroy_process_group()
+    prof.export_chrome_trace(str(tmp / "trace.json"))
+    averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
+    prof_engine.import_trace([tmp / "trace.json"], tmp / "run")
+    with prof_engine.open(tmp / "run") as run:
+        yield {"run": run, "averages": averages}
+
+
+def test_gloo_ranges_are_rows_of_key_averages_as_torch_has_them(gloo_collectives):
+    """c10d's `gloo:*` ranges are rows with their calls and total and no self time (torch marks
+    them async), every other row is torch's, and communication still counts them."""
+    run, averages = gloo_collectives["run"], gloo_collectives["averages"]
+    ours = key_averages_of(run)
+    assert {"gloo:all_reduce", "gloo:broadcast", "gloo:all_gather", "c10d::allreduce_"} <= set(ours)
+    assert ours["gloo:all_reduce"][1] == 0 and ours["gloo:all_reduce"][2] > 0
+    assert_torchs_rows(ours, averages)
+    ops = {n: c for n, c in run.sql('SELECT "Op Name", count(*) FROM communication GROUP BY ALL').rows()}
+    assert ops == {n: averages[n][0] for n in ("gloo:all_reduce", "gloo:broadcast", "gloo:all_gather")}
+
+
+@pytest.fixture(scope="module")
+def overlapping_ranges(tmp_path_factory) -> dict:
+    """A CPU trace with two record_function ranges that overlap without nesting on one thread (A
+    entered, B entered, A exited, B exited), ops inside each and in both, inside a range `outer`
+    with time of its own, with torch's own key_averages() of it."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    tmp = tmp_path_factory.mktemp("overlapping_ranges")
+    x = torch.randn(64, 64)
+    enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            with record_function("outer"):
+                a = enter("A", None)
+                y = x @ x
+                b = enter("B", None)
+                y = y + 1  # in A and B: B's child (the innermost that holds it)
+                leave(a)
+                y = y * 2  # in B alone, after A ended: B's child, never A's
+                leave(b)
+                time.sleep(0.002)  # outer's own time, more than A and B share
+    prof.export_chrome_trace(str(tmp / "trace.json"))
+    averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
+    prof_engine.import_trace([tmp / "trace.json"], tmp / "run")
+    with prof_engine.open(tmp / "run") as run:
+        yield {"run": run, "averages": averages}
+
+
+def test_records_overlapping_without_nesting_follow_torchs_tree(overlapping_ranges):
+    """B starts inside A and outlives it: torch makes B no child of A, and the ops after A ended
+    B's children, so A's self time is its own (not 0), and every row is torch's."""
+    run, averages = overlapping_ranges["run"], overlapping_ranges["averages"]
+    ours = key_averages_of(run)
+    assert averages["A"][1] > 0 and averages["outer"][1] > 0
+    assert_torchs_rows(ours, averages)
+    ((parents,),) = run.sql("""SELECT list(DISTINCT p.name ORDER BY p.name) FROM slices r JOIN slices p ON p.id = r.parent_id
+                               WHERE r.name IN ('A', 'B')""").rows()
+    assert parents == ["outer"]
