@@ -25,6 +25,7 @@ from prof_engine.importers.columns import (  # _int, _text, shapes_text: other i
     _memo_column, _memory_device, _positions, _SliceArgs, _text, _texts, _types_text, shapes_text,
 )
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
+from prof_engine.importers.pairing import PAIRED_PHASES, Pairing
 from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 from prof_engine.store.quality import add_finding
 
@@ -124,6 +125,8 @@ def anomalies(conv: ChromeConverter) -> dict[str, Any]:
     before they start (`negative_durations`, read as 0 µs long; `prof-engine import` warns), and
     the `findings` (store.quality) of slices whose category no table of `classify` knows."""
     out: dict[str, Any] = {"negative_durations": conv.negative_durations} if conv.negative_durations else {}
+    for rule, count, detail in conv.pairing.findings():  # begins never ended, ends of nothing
+        add_finding(out, rule, count, detail)
     unknown = conv.unknown_categories
     if unknown:
         named = ", ".join(f"{c!r} ({n})" for c, n in unknown.most_common(5))
@@ -140,7 +143,7 @@ class ChromeConverter:
         self.seq = file_index << 40
         self.tables = {name: _Columns(name, sink) for name, t in schema.stored_tables().items() if not t.derived}
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
-        self.open_begins: dict[tuple[str, str], list[Event]] = {}
+        self.pairing = Pairing(self._slice)  # B/E and async begin/end pairs (see importers.pairing)
         self.counts: dict[str, int] = {}
         self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
         self.unknown_categories: Counter[str] = Counter()  # slices of kind "other" by unknown category
@@ -151,24 +154,36 @@ class ChromeConverter:
     def feed(self, events: list[Event]) -> None:
         phases = _field(events, "ph")
         counts = Counter(phases)
-        if self.columnar and "B" not in counts and "E" not in counts:
+        if self.columnar and PAIRED_PHASES.isdisjoint(counts):
             self._feed_columnar(events, phases, counts)
+            if self.pairing.thread_end:  # threads with an open B: how far they run
+                for ev in events:
+                    self.pairing.see_event(ev)
         else:
-            handlers = self._handlers()
-            for ev in events:
-                h = handlers.get(ev.ph)
-                if h is not None:
-                    h(ev)
+            self.dispatch(events)
         for ph, n in counts.items():
             self.counts[ph] = self.counts.get(ph, 0) + n
         for t in self.tables.values():
             if len(t) >= BATCH_ROWS:
                 t.flush()
 
+    def dispatch(self, events: list[Event]) -> None:
+        """Each event to its phase's handler, in order; threads with an open B see how far they run."""
+        handlers = self._handlers()
+        pairing = self.pairing
+        for ev in events:
+            h = handlers.get(ev.ph)
+            if h is not None:
+                h(ev)
+            if pairing.thread_end:
+                pairing.see_event(ev)
+
     def _handlers(self) -> dict[str, Callable[[Event], None]]:
-        return {"X": self._slice, "B": self._begin, "E": self._end, "i": self._instant, "I": self._instant,
+        paired = self.pairing
+        return {"X": self._slice, "B": paired.begin, "E": paired.end, "i": self._instant, "I": self._instant,
                 "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
-                "M": self._meta}
+                "M": self._meta, "b": paired.async_event, "e": paired.async_event, "S": paired.async_event,
+                "F": paired.async_event, "T": self._instant, "p": self._instant}
 
     def _feed_columnar(self, events: list[Event], phases: list[str], counts: Counter[str]) -> None:
         """The plain Chrome/Kineto chunk: X slices and flows (~90 % of a Kineto trace) are built a
@@ -202,6 +217,7 @@ class ChromeConverter:
             t.flush()
 
     def finish(self) -> None:
+        self.pairing.finish()
         for t in self.tables.values():
             t.flush()
 
@@ -432,18 +448,6 @@ class ChromeConverter:
         for k in ("src_rank", "dst_rank", "transport"):
             c[k].append(None)
 
-    def _begin(self, ev: Event) -> None:
-        self.open_begins.setdefault((_text(ev.pid) or "", _text(ev.tid) or ""), []).append(ev)
-
-    def _end(self, ev: Event) -> None:
-        stack = self.open_begins.get((_text(ev.pid) or "", _text(ev.tid) or ""))
-        if not stack:
-            return
-        begin = stack.pop()
-        start, end = us_text_to_ns(begin.ts), us_text_to_ns(ev.ts)
-        if start is not None and end is not None:
-            self._slice(begin, end - start)
-
     # -- instants, counters, flows, metadata ---------------------------------------------------
     def _instant(self, ev: Event) -> None:
         ts = us_text_to_ns(ev.ts)
@@ -466,7 +470,9 @@ class ChromeConverter:
         c["category"].append(_text(ev.cat))
         c["ts"].append(ts)
         c["pid"].append(_text(ev.pid))
-        c["tid"].append(_text(ev.tid))
+        # async instants (`n`, legacy steps `T`/`p`) on their operation's track, not their thread's
+        c["tid"].append(self.pairing.track_point(ev) if ev.ph in "nTp" and (ev.id is not None or ev.id2 is not None)
+                        else _text(ev.tid))
         c["scope"].append(_text(ev.s))
         c["args"].append(raw_args.decode() if raw_args else None)
 
@@ -551,6 +557,5 @@ def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[in
     else:
         for events in reader.chunks():
             conv.feed(events)
-    # B events never closed: the trace was cut while they were open; they are dropped, not guessed.
     conv.finish()
     return reader, conv

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from prof_engine import schema
 from prof_engine.importers import classify
 from prof_engine.importers.columns import _memory_device, _types_text, shapes_text
+from prof_engine.importers.pairing import PAIRED_PHASES
 from prof_engine.importers.scan import INT, RAW, TEXT, US, Chunk
 
 if TYPE_CHECKING:
@@ -45,19 +46,23 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
     counts = {(k.as_py() or ""): v.as_py() for k, v in zip(*pc.value_counts(ph).flatten())}
     for p, n in counts.items():
         conv.counts[p] = conv.counts.get(p, 0) + n
-    # B/E pairs interleave slice ids with other events: then every event takes the per-event path;
-    # else only the phases the columns below do not handle (metadata, counters, unknown ones).
-    per_event = "B" in counts or "E" in counts
-    rows = None if per_event else pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _set("columnar")), False))).to_pylist()
-    if per_event or rows:
+    # Begin/end pairs (B/E, async b/e, S/F) interleave slice ids with other events: then every
+    # event takes the per-event path; else only the phases the columns below do not handle
+    # (metadata, counters, unknown ones).
+    per_event = not PAIRED_PHASES.isdisjoint(counts)
+    if per_event:
+        conv.dispatch(chunk.events())
+        return
+    rows = pc.indices_nonzero(pc.invert(pc.fill_null(pc.is_in(ph, _set("columnar")), False))).to_pylist()
+    if rows:
         handlers = conv._handlers()
         for ev in chunk.events(rows):
             h = handlers.get(ev.ph)
             if h is not None:
                 h(ev)
-    if per_event:
-        return
     ts = chunk.column("ts", US)
+    if conv.pairing.thread_end:
+        _see_threads(conv, chunk, ph, ts)
     has_ts = pc.is_valid(ts)
     if counts.get("X"):
         _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
@@ -65,6 +70,16 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
         _flows(conv, chunk, pc.and_(pc.and_(pc.is_in(ph, _set("flow")), has_ts), pc.is_valid(chunk.column("id", RAW))), ts, ph)
     if any(counts.get(p) for p in "iIn"):
         _instants(conv, chunk, pc.and_(pc.is_in(ph, _set("instant")), has_ts), ts)
+
+
+def _see_threads(conv: ChromeConverter, chunk: Chunk, ph: pa.Array, ts: pa.Array) -> None:
+    """`Pairing.see_event` over a chunk: how far the threads with an open B run (their latest end)."""
+    dur = pc.if_else(pc.fill_null(pc.equal(ph, "X"), False),
+                     pc.max_element_wise(pc.fill_null(chunk.column("dur", US), 0), 0), 0)
+    ends = pa.table({"pid": pc.fill_null(chunk.column("pid"), ""), "tid": pc.fill_null(chunk.column("tid"), ""),
+                     "end": pc.add(ts, dur)}).filter(pc.is_valid(ts))
+    for row in ends.group_by(["pid", "tid"]).aggregate([("end", "max")]).to_pylist():
+        conv.pairing.see(row["pid"], row["tid"], row["end_max"])
 
 
 @cache
