@@ -4,12 +4,13 @@
 --   a CPU op's OP Type is its op type where the source gives one (MindSpore), else its name.
 --   op_summary shows them in µs; `show`'s longest tasks sort them as they are (sorted on the µs
 --   columns, which DuckDB computes for every row first: 0.65 s against 0.06 s at 10 M tasks).
+--   `id` is the record's, for what op_summary reads of its args (the hardware task id).
 -- requires: _tasks, slices
 CREATE OR REPLACE VIEW _op_summary_rows AS
-SELECT rank, device, step, correlation, stream, name, op_type, task_type, ts, dur, wait, input_shapes, input_types
+SELECT id, rank, device, step, correlation, stream, name, op_type, task_type, ts, dur, wait, input_shapes, input_types
 FROM _tasks
 UNION ALL
-SELECT rank, device, step, NULL, NULL, name, coalesce(op_type, name), 'CPU_OP', ts, dur,
+SELECT id, rank, device, step, NULL, NULL, name, coalesce(op_type, name), 'CPU_OP', ts, dur,
        greatest(ts - lag(ts + dur) OVER (PARTITION BY rank, pid, tid, depth ORDER BY ts, id), 0),
        input_shapes, input_types
 FROM slices WHERE kind = 'host_op' AND rank IN (SELECT rank FROM _host_only_ranks);
