@@ -8,6 +8,21 @@
 CREATE OR REPLACE MACRO is_receive(name) AS
     name ILIKE 'hcom_receive%' OR regexp_matches(name, '(?i)(ncclDevKernel|ncclKernel)_Recv');
 
+-- A collective op on the host: torch's c10d ops (`c10d::allreduce_`, and torch.compile's
+-- `_c10d_functional::all_reduce`), the `record_param_comms` range that carries a collective's
+-- metadata, and the record_function ranges of a c10d Work (`nccl:all_reduce`, `gloo:broadcast`).
+-- Communication kernels by launcher: a device kernel whose launch (its API call, else its
+-- launcher) lies within one of these on its thread is communication, whatever its name (RCCL
+-- builds' kernels, a c10d backend's own all-to-all kernels); one launched by any other op (DeepEP's
+-- `deep_ep::*` ops are none of these) keeps its name's kind
+-- (`classify.kind_of`: NCCL/RCCL/HCCL names, a `Collective name` arg). queries/store/finalize.sql
+-- step 4 applies it once, at import: every view reads the kind it stored.
+-- (Prefix tests, not a regular expression: finalisation tests every host record's name, and a
+-- regular expression took 13x as long.)
+CREATE OR REPLACE MACRO is_collective_op(name) AS
+    name = 'record_param_comms' OR starts_with(name, 'c10d::') OR starts_with(name, '_c10d_functional::')
+    OR starts_with(name, 'c10d_functional::') OR starts_with(name, 'nccl:') OR starts_with(name, 'gloo:');
+
 -- Idle time on a device stream before a task: since the latest end of the tasks before it on the
 -- stream (0 where they overlap, and for the first). A window expression: one row per task.
 CREATE OR REPLACE MACRO stream_wait(rank, device, stream, ts, dur, id) AS

@@ -37,7 +37,8 @@ SOURCES = ("_fill_host", "_fill_device", "_fill_steps")
 # values in `_fill_dictionaries`), and becomes a dictionary column.
 COLUMNS = (("step", pa.int64()), ("depth", pa.int32()), ("parent_id", pa.int64()), ("self_dur", pa.int64()),
            ("launch_id", pa.int64()), ("launch_name", None), ("launch_shapes", None), ("launch_types", None),
-           ("wait", pa.int64()), ("launch_api", None), ("launch_api_ts", pa.int64()), ("launch_api_dur", pa.int64()))
+           ("wait", pa.int64()), ("launch_api", None), ("launch_api_ts", pa.int64()), ("launch_api_dur", pa.int64()),
+           ("kind", None))
 # Rows of a window: its columns take ~90 B a row (values and validity), ~12 MB at 2^17.
 WINDOW_ROWS = 1 << 17
 BATCH_ROWS = 16_384

@@ -42,12 +42,14 @@ CREATE OR REPLACE TYPE _launch_shapes_t AS ENUM (
 CREATE OR REPLACE TYPE _launch_types_t AS ENUM (
     SELECT DISTINCT input_types FROM _launch_sigs WHERE input_types IS NOT NULL);
 CREATE OR REPLACE TYPE _launch_api_t AS ENUM (SELECT DISTINCT name FROM _api_launchers WHERE name IS NOT NULL);
+-- The kind finalisation gives a record in place of its staged one (kernels launched by a collective op).
+CREATE OR REPLACE TYPE _fill_kind_t AS ENUM ('comm');
 
 -- Device records with what they take from their stream and their launcher (a statement per hash
 -- join, as above: 1 GB of JSON, 3.4 M records, finalises in 80 MB of DuckDB memory).
 CREATE OR REPLACE TEMP TABLE _device_waits AS
 SELECT d._part, d._row, coalesce(d.stated_step, d.step) AS step, d.depth, d.parent_id, d.launch_id, d.launch_api_id,
-       w.wait
+       w.wait, d.by_collective
 FROM _device d LEFT JOIN _waits w ON w.id = d.id;
 DROP TABLE _device;
 DROP TABLE _waits;
@@ -65,12 +67,14 @@ SELECT h._part, h._row, coalesce(h.stated_step, h.step) AS step, coalesce(h.stat
 FROM _host h LEFT JOIN _child_time c USING (id);
 
 -- Device records, with their launcher's name, shapes and types and the API call that times their
--- launch (step 6), as the ENUMs' codes (`fill_pass` reads the ENUMs' values once).
+-- launch (step 6), as the ENUMs' codes (`fill_pass` reads the ENUMs' values once), and their kind
+-- where finalisation changed it (step 4).
 CREATE OR REPLACE TEMP VIEW _fill_device AS
 SELECT d._part, d._row, d.step, d.depth, d.parent_id, d.launch_id, enum_code(g.name::_launch_name_t) AS launch_name,
        enum_code(g.input_shapes::_launch_shapes_t) AS launch_shapes,
        enum_code(g.input_types::_launch_types_t) AS launch_types, d.wait,
-       enum_code(a.name::_launch_api_t) AS launch_api, a.ts AS launch_api_ts, a.dur AS launch_api_dur
+       enum_code(a.name::_launch_api_t) AS launch_api, a.ts AS launch_api_ts, a.dur AS launch_api_dur,
+       enum_code(CASE WHEN d.by_collective THEN 'comm' END::_fill_kind_t) AS kind
 FROM _device_waits d LEFT JOIN _launcher_sig l ON l.id = d.launch_id LEFT JOIN _launch_sigs g ON g.sig = l.sig
 LEFT JOIN _api_launchers a ON a.id = d.launch_api_id;
 
@@ -80,6 +84,7 @@ CREATE OR REPLACE TEMP VIEW _fill_steps AS SELECT _part, _row, step, depth, pare
 -- The ENUMs' values, for `fill_pass`.
 CREATE OR REPLACE TEMP VIEW _fill_dictionaries AS
 SELECT enum_range(NULL::_launch_name_t) AS launch_name, enum_range(NULL::_launch_shapes_t) AS launch_shapes,
-       enum_range(NULL::_launch_types_t) AS launch_types, enum_range(NULL::_launch_api_t) AS launch_api;
+       enum_range(NULL::_launch_types_t) AS launch_types, enum_range(NULL::_launch_api_t) AS launch_api,
+       enum_range(NULL::_fill_kind_t) AS kind;
 
 -- Here prof_engine.store.fill_pass makes `_fill`, and queries/store/pair.sql goes on.

@@ -15,6 +15,7 @@ DROP TABLE _launch_sigs;
 -- guards the pairing.
 CREATE OR REPLACE TEMP VIEW final_slices AS
 SELECT s.* EXCLUDE (_part, _row) REPLACE (
+           coalesce(f.kind::VARCHAR, s.kind) AS kind,  -- finalisation's kind where it gave one (step 4)
            file_rank(s.rank) AS rank, s.ts + file_offset(s.rank) AS ts, f.step AS step, f.depth::INTEGER AS depth,
            f.parent_id AS parent_id, f.self_dur AS self_dur, f.launch_id AS launch_id,
            f.launch_name::VARCHAR AS launch_name, coalesce(s.input_shapes, f.launch_shapes::VARCHAR) AS input_shapes,
