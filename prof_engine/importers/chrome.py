@@ -1,8 +1,9 @@
 """Chrome trace / Kineto JSON → canonical record batches.
 
 Handles torch.profiler (Kineto) object-form traces and array-form Chrome traces: `X` and `B`/`E`
-duration events, `i`/`I`/`n` instants (Kineto `[memory]` events become allocator rows), `C`
-counters, `s`/`t`/`f` flows, `M` metadata (process and thread names, kept as lanes).
+duration events, async `b`/`e` and `S`/`F` ones on tracks of their own (importers.pairing pairs
+begins and ends), `i`/`I`/`n`/`T`/`p` instants (Kineto `[memory]` events become allocator rows),
+`C` counters, `s`/`t`/`f` flows, `M` metadata (process and thread names, kept as lanes).
 Times stay relative to the file's clock here; the store adds `baseTimeNanoseconds` and the rank,
 known only once the whole file is read (those keys may follow the events).
 """
