@@ -106,7 +106,10 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
     versions), trailing tabs stripped and sentinels mapped to None. With `rest` (headers to leave
     out of it), the other columns that hold a value are kept too, by header, in `row["_rest"]`,
     numbers as numbers. Each key of `times` (columns of µs) has its cell in ns too, as
-    `row[key + "_ns"]` (None where empty); a cell that is not a time names the file and column."""
+    `row[key + "_ns"]` (None where empty); a cell that is not a time names the file and column.
+    A row of more or fewer cells than the header (the 2023 exporter left a cell out) has its
+    cells shifted from an unknown place on: with `required`, it keeps only its cells up to the
+    last required column (names and times come first in every version), and `row["_ragged"]`."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
@@ -119,11 +122,19 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
             if found is not None:
                 index[key] = found
         used = set(index.values())
+        last_required = max((index[k] for k in required if k in index), default=-1)
         rows = []
         for line in reader:
             if limit is not None and len(rows) >= limit:
                 break
+            if not line:
+                continue
+            ragged = len(line) != len(header) and last_required >= 0
+            if ragged:
+                line = line[:last_required + 1]
             row: dict[str, Any] = {key: _cell(line, i) for key, i in index.items()}
+            if ragged:
+                row["_ragged"] = True
             if rest is not None:
                 row["_rest"] = {h: _number(v) for i, h in enumerate(header)
                                 if i not in used and h not in rest and (v := _cell(line, i)) is not None}
@@ -355,6 +366,10 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     if rows and (out / "l2_cache.csv").is_file():
         with_l2_cache(rows, out / "l2_cache.csv")
     info = _rank_info(rank_dir)
+    ragged = [r for r in rows if r.get("_ragged")]
+    if ragged:
+        add_finding(info, "ragged_vendor_rows", len(ragged), f"{kernel_csv}: {len(ragged)} rows of more or fewer cells "
+                    f"than the header: kept up to Duration (first: {ragged[0].get('Name')})", device=f"npu{device_index(out)}")
     cpu_ops = mindspore_cpu.timestamp_file(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))

@@ -26,6 +26,7 @@ RULES: dict[str, str] = {
     "unanchored_clock": "times on a host monotonic clock that no file anchors to the Unix clock: durations right, dates not",
     "unknown_categories": "event categories this build does not know: imported as kind 'other'",
     "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
+    "ragged_vendor_rows": "vendor CSV rows with more or fewer cells than their header: cells after the name and times dropped (shifted)",
     # --- computed from the tables (queries/data_quality.sql)
     "other_records": "records of no known kind ('other'): in no report but the timeline",
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
