@@ -147,7 +147,8 @@ def test_steps_cover_the_trace(imported):
 
 # torch's async ranges: the record_function of a c10d Work (torch marks it async: out of the tree)
 C10D_WORK_RANGE = ("nccl:", "gloo:")
-HOST_TREE_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"}
+# host categories of torch's tree, in lower case (Kineto capitalised them until 2021: `Operator`, `Runtime`)
+HOST_TREE_CATS = {"cpu_op", "operator", "user_annotation", "cuda_runtime", "cuda_driver", "runtime"}
 
 
 def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]]:
@@ -156,7 +157,7 @@ def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]
     records them), `EventList._populate_cpu_children` and `_remove_dup_nodes` (the redispatch
     fold). ProfilerStep#N are steps here (step_trace's rows), not rows."""
     profiler_util = pytest.importorskip("torch.autograd.profiler_util")
-    host = [e for e in events if e.get("ph") == "X" and e.get("cat") in HOST_TREE_CATS]
+    host = [e for e in events if e.get("ph") == "X" and (e.get("cat") or "").lower() in HOST_TREE_CATS]
     evs = profiler_util.EventList([
         profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=_ns(e["ts"]),
                                     end_us=_ns(e["ts"]) + _ns(e["dur"]), is_async=e["name"].startswith(C10D_WORK_RANGE))
@@ -173,6 +174,27 @@ def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _key_averages(run, rank: int) -> dict[str, tuple]:
+    return {n: (c, s, t) for n, c, s, t in run.sql(
+        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages WHERE "Rank" = ?', [rank]).rows()}
+
+
+def assert_torchs_key_averages(ours: dict[str, tuple], want: dict[str, tuple], rank: int) -> None:
+    assert sorted(ours) == sorted(want), rank
+    for name, (calls, self_us, total_us) in want.items():
+        assert ours[name] == (calls, pytest.approx(self_us, abs=0.01), pytest.approx(total_us, abs=0.01)), (rank, name)
+
+
+@pytest.mark.parametrize("parts", [("kineto", "kineto_v100_resnet50_2021", "worker0.1623143089861.pt.trace.json.gz"),
+                                   ("kineto", "rccl_mi300x_resnet_3step", "resnet_act_checkpoint.json.gz")])
+def test_key_averages_of_other_kineto_versions_is_torchs_tree(parts, tmp_path):
+    """As below, on a Kineto trace of 2021 (capitalised categories) and a ROCm one with Python frames."""
+    src = fixture_path(*parts)
+    top, events = load_events(src)
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as run:
+        assert_torchs_key_averages(_key_averages(run, _rank(top, 0)), torch_key_averages(events), _rank(top, 0))
+
+
 def test_key_averages_is_torchs_tree_of_the_raw_events(imported):
     """key_averages' calls, self and total host time per op, range and runtime call are torch's
     own tree over the raw events: the c10d ranges (`nccl:all_reduce`...) are rows without self
@@ -183,11 +205,6 @@ def test_key_averages_is_torchs_tree_of_the_raw_events(imported):
     for i, (top, events) in enumerate(raw):
         rank = _rank(top, i)
         want = torch_key_averages(events)
-        ours = {n: (c, s, t) for n, c, s, t in run.sql(
-            'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages WHERE "Rank" = ?',
-            [rank]).rows()}
-        assert sorted(ours) == sorted(want), rank
-        for name, (calls, self_us, total_us) in want.items():
-            assert ours[name] == (calls, pytest.approx(self_us, abs=0.01), pytest.approx(total_us, abs=0.01)), (rank, name)
+        assert_torchs_key_averages(_key_averages(run, rank), want, rank)
         if param == "sampled_2rank" and rank == 1:
             assert want["record_param_comms"][1] == 1557 and want["nccl:all_to_all"] == (4, 0, 1075)
