@@ -134,3 +134,30 @@ def test_rows_match_on_name_and_start_and_the_rest_are_a_finding(tmp_path):
     (source,) = json.loads((path / "manifest.json").read_text(encoding="utf-8"))["sources"]
     (finding,) = [f for f in source["info"]["findings"] if f["rule"] == "unmatched_vendor_rows"]
     assert finding["count"] == 1 and "MatMul" in finding["detail"] and "kernel_details.csv" in finding["detail"]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_operator_details_matches_operator_details_csv(level0, rank):
+    """Every op call of operator_details.csv, in its order, with its host and device times: the
+    ops' device work is found through the async_npu arrows to the tasks matched above. As at
+    Level1 (test_ascend_fidelity.py), where a launch ran as two copies the vendor counts one:
+    those rows exceed the vendor's by exactly one copy task's duration."""
+    src, run, _ = level0
+    vendor = _vendor(src, rank, "operator_details.csv")
+    ours = run.sql('SELECT * EXCLUDE ("Rank", "Step") FROM operator_details WHERE "Rank" = ?', [rank]).arrow().to_pylist()
+    copies = [d / 1000 for (d,) in run.sql(
+        "SELECT DISTINCT dur FROM slices WHERE rank = ? AND kind = 'memcpy' AND name = 'MEMCPY_ASYNC'", [rank]).rows()]
+    assert len(ours) == len(vendor) > 800
+    differing = 0
+    for o, v in zip(ours, vendor):
+        assert o["Name"] == v["Name"]
+        for col in ("Host Self Duration(us)", "Host Total Duration(us)", "Device Self Duration With AICore(us)",
+                    "Device Total Duration With AICore(us)"):
+            assert o[col] == pytest.approx(float(v[col]), abs=0.01), (o["Name"], col)
+        for col in ("Device Self Duration(us)", "Device Total Duration(us)"):
+            extra = o[col] - float(v[col])
+            if abs(extra) > 0.01:
+                differing += col == "Device Total Duration(us)"
+                assert any(abs(extra - c) <= 0.011 for c in copies), (o["Name"], col, extra)
+    assert differing <= 20
+    assert sum(o["Device Self Duration(us)"] for o in ours) > 8000  # the ops' kernels were found
