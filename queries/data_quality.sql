@@ -7,10 +7,13 @@
 -- requires: slices, run_findings, quality_rules, _classify, _units
 -- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
 -- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
---   other_records: records the import could not classify (`is_unclassified`: no report counts them);
+--   other_records: records the import could not classify (`is_unclassified`: no report counts
+--     them; those of a category it does not know are its `unknown_categories` finding instead);
 --   unlinked_device_records: device tasks with no launching host record (no launch_id);
 --   overlapping_device_steps: steps whose device span (first to last device task of the step)
---     runs past the start of the next step's span on the same device.
+--     runs past the start of the next step's span on the same device;
+--   overlapping_host_records: host records that start inside an earlier sibling on their thread
+--     and end after it (no nesting): torch's tree rule closes the sibling at their start.
 -- column `Rank` INTEGER: global rank; NULL for the run as a whole
 -- column `Device` VARCHAR: device it concerns; NULL for a whole source or the run
 -- column `Rule` VARCHAR: rule that fired (see `quality_rules`)
@@ -26,8 +29,7 @@ WITH per_device AS (
            count(*) AS records,
            count(*) FILTER (WHERE is_device_task(device, kind) AND launch_id IS NULL) AS unlinked,
            count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks,
-           min(name) FILTER (WHERE is_unclassified(kind, category)) AS other_name,
-           list_sort(list_distinct(list(coalesce(category, '(none)')) FILTER (WHERE is_unclassified(kind, category))))[1:5] AS other_cats
+           min(name) FILTER (WHERE is_unclassified(kind, category)) AS other_name
     FROM slices
     GROUP BY rank, device
 ),
@@ -48,9 +50,22 @@ step_overlaps AS (
     FROM step_next
     GROUP BY rank, device
 ),
+host_siblings AS (
+    SELECT rank, device, name, ts < max(ts + dur) OVER (
+               PARTITION BY rank, device, pid, tid, parent_id ORDER BY ts, dur DESC, id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS crosses
+    FROM slices
+    WHERE device = 'host' AND depth IS NOT NULL
+),
+host_overlaps AS (
+    SELECT rank, device, count(*) FILTER (WHERE crosses) AS n, count(*) AS records,
+           min(name) FILTER (WHERE crosses) AS first_name
+    FROM host_siblings
+    GROUP BY rank, device
+),
 computed AS (
     SELECT rank, device, 'other_records' AS rule, other AS count, records AS total,
-           'categories ' || array_to_string(other_cats, ', ') || '; e.g. ' || other_name AS detail
+           'e.g. ' || other_name AS detail
     FROM per_device WHERE other > 0
     UNION ALL
     SELECT rank, device, 'unlinked_device_records', unlinked, tasks, NULL
@@ -59,6 +74,9 @@ computed AS (
     SELECT rank, device, 'overlapping_device_steps', n, steps,
            'step(s) ' || which || ' run past the next step''s start, by up to ' || us(worst) || ' µs'
     FROM step_overlaps WHERE n > 0
+    UNION ALL
+    SELECT rank, device, 'overlapping_host_records', n, records, 'e.g. ' || first_name
+    FROM host_overlaps WHERE n > 0
 ),
 found AS (
     SELECT rank, device, rule, count, total, detail FROM computed

@@ -26,7 +26,8 @@ def _kernel(name: str, ts: float, dur: float, correlation: int) -> dict:
 
 def _guessing_trace(path: Path) -> Path:
     """Two steps whose kernels overlap (step 1's last kernel ends after step 2's first starts),
-    one kernel whose launch is missing, and two records of a category no profiler writes."""
+    one kernel whose launch is missing, two records of a category no profiler writes and one of
+    no category."""
     return write_trace(path, [
         x("ProfilerStep#1", 0, 100, cat="user_annotation"),
         x("aten::mm", 10, 20, **{"External id": 1}),
@@ -39,6 +40,7 @@ def _guessing_trace(path: Path) -> Path:
         _kernel("orphan", 180, 5, 99),  # correlation 99: no launch in the trace
         x("mystery", 130, 5, cat="my_own_category"),
         x("mystery", 140, 5, cat="my_own_category"),
+        {k: v for k, v in x("nameless", 150, 5).items() if k != "cat"},  # no category at all
     ])
 
 
@@ -52,8 +54,10 @@ def test_data_quality_counts_what_the_tables_show(tmp_path):
         rules = _rules(run)
         # (rank, device, rule, count, total, share, detail, meaning)
         other = rules["other_records"]
-        assert other[:5] == (0, "host", "other_records", 2, 8)  # 2 of the 8 host records
-        assert "my_own_category" in other[6] and "mystery" in other[6]
+        assert other[:5] == (0, "host", "other_records", 1, 9)  # 1 of the 9 host records
+        assert "nameless" in other[6]
+        unknown = rules["unknown_categories"]  # counted once, by the importer that knows categories
+        assert unknown[2:4] == ("unknown_categories", 2) and "my_own_category" in unknown[6]
         unlinked = rules["unlinked_device_records"]
         assert unlinked[:5] == (0, "gpu0", "unlinked_device_records", 1, 3)
         overlap = rules["overlapping_device_steps"]
@@ -94,7 +98,7 @@ def test_import_warns_once_per_rule_and_strict_fails(tmp_path):
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("Warning: ")]
     assert sorted(w.split(":")[1].strip() for w in warnings) == [
         "other_records", "overlapping_device_steps", "unknown_categories", "unlinked_device_records"]
-    assert "Warning: other_records: 2 of 8 (25.00 %) on r0:host" in proc.stderr
+    assert "Warning: other_records: 1 of 9 (11.11 %) on r0:host" in proc.stderr
     assert "prof-engine check run" in proc.stderr
     assert cli(tmp_path, "import", "t.json", "-o", "run2", "--strict").returncode == 1
     assert (tmp_path / "run2" / "manifest.json").is_file()  # the run is whole; the exit code says it guessed
@@ -183,3 +187,16 @@ def test_every_fixture_folder_imports_or_says_why_and_is_checked(tmp_path):
     # metadata, derived reports and tick-clocked summaries: no trace to import, each says so
     assert refused == {"msprof_ut_collection_metadata", "msprof_analyze_test_resources",
                        "mindspore_legacy_4rank_pipeline_parallel"}
+
+
+def test_host_records_that_overlap_without_nesting_are_counted(tmp_path):
+    trace = write_trace(tmp_path / "t.json", [
+        x("outer", 0, 100),
+        x("a", 10, 30),   # 10..40
+        x("b", 30, 20),   # 30..50: starts inside a, ends after it
+        x("c", 60, 10),   # nested in outer, after both
+        x("d", 62, 2),    # inside c: nests
+    ], distributedInfo={"rank": 0, "world_size": 1})
+    with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
+        (row,) = [r for r in run.quality().rows() if r[2] == "overlapping_host_records"]
+        assert row[:5] == (0, "host", "overlapping_host_records", 1, 5) and row[6] == "e.g. b"

@@ -70,7 +70,7 @@ def run_findings(manifest: dict[str, Any]) -> list[tuple]:
     for src in manifest.get("sources", []):
         info = src.get("info") or {}
         if n := info.get("negative_durations"):  # recorded before findings existed, and still by chrome.anomalies
-            rows.append((src["rank"], None, "negative_durations", int(n), src.get("events"), None))
+            rows.append((src["rank"], None, "negative_durations", int(n), src.get("events"), Path(src["path"]).name))
         for f in info.get("findings") or []:
             rows.append((src["rank"], f.get("device"), f["rule"], int(f["count"]), f.get("total", src.get("events")),
                          f.get("detail") or None))

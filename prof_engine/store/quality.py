@@ -19,7 +19,7 @@ RULES: dict[str, str] = {
     "negative_durations": "slices that end before they start, read as 0 µs long",
     "unclosed_slices": "B events with no matching E: closed at the end of their thread's last event",
     "unmatched_ends": "E events with no open B on their thread: dropped",
-    "values_out_of_range": "times or durations outside any real run (before 1970, past 2^62 ns, longer than a day): dropped",
+    "values_out_of_range": "slices outside any real run (over 7 days from their file's median start or 2^62 ns from 0, longer than 7 days): dropped; step numbers beyond int32: not steps",
     "invented_rank": "the source says no rank: its rank is the file's position among the sources",
     "missing_ranks": "ranks of the job (its world size) with no trace in the run: cluster views cover the others",
     "clock_anchor": "times moved onto the Unix clock by an offset the source wrote (a base time, a clock anchor)",
@@ -28,8 +28,9 @@ RULES: dict[str, str] = {
     "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
     "ragged_vendor_rows": "vendor CSV rows with more or fewer cells than their header: cells after the name and times dropped (shifted)",
     # --- computed from the tables (queries/data_quality.sql)
-    "other_records": "records of no known kind ('other'): in no report but the timeline",
+    "other_records": "records of no known kind ('other') and no category: in no report but the timeline",
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
+    "overlapping_host_records": "host records that overlap a sibling without nesting on one thread: nested by torch's tree rule, which closes the sibling",
     "overlapping_device_steps": "steps whose device spans overlap the next step's: their Free counts only idle time",
 }
 
