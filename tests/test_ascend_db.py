@@ -250,3 +250,20 @@ def test_kernel_details_match_the_database(runs, rank):
         metrics = json.loads(o["Metrics"]) if o["Metrics"] else {}
         assert metrics.get("aiv_time(us)") == (None if w["aiv_ns"] is None else pytest.approx(w["aiv_ns"] / 1e3)), o["Name"]
         assert not (o["Input Shapes"] or "").startswith('"')
+
+
+def test_compute_info_of_no_task_is_a_finding(tmp_path):
+    """A COMPUTE_TASK_INFO row whose TASK row is missing describes nothing the import can place:
+    it is counted as `unmatched_vendor_rows` (as a kernel_details.csv row of no trace task is)."""
+    import json
+
+    db = ascend_db_copy(tmp_path)
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM TASK WHERE globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO LIMIT 2)")
+    con.close()
+    path = prof_engine.import_trace([tmp_path], tmp_path / "run")
+    with prof_engine.open(path) as run:
+        assert run.sql("SELECT count(*) FROM slices WHERE kind = 'kernel'").rows() == [(185,)]
+    (source,) = json.loads((path / "manifest.json").read_text(encoding="utf-8"))["sources"]
+    (finding,) = [f for f in source["info"]["findings"] if f["rule"] == "unmatched_vendor_rows"]
+    assert finding["count"] == 2 and "COMPUTE_TASK_INFO" in finding["detail"]

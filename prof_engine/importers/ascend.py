@@ -400,6 +400,8 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     database = ascend_db.find_db(out)
     if database is not None:  # exported with export_type=db
         conv = ascend_db.convert_db(database, file_index, sink, progress)
+        add_finding(info, "unmatched_vendor_rows", conv.unmatched_compute, f"{database}: {conv.unmatched_compute} "
+                    "COMPUTE_TASK_INFO rows describe no TASK row with a start and end", device=f"npu{conv.device}")
         if cpu_ops is not None:  # the database reader takes no MindSpore CPU ops
             mindspore_cpu.add_ops(conv, cpu_ops, info)
             conv.finish()

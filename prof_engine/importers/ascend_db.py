@@ -168,6 +168,7 @@ class DbConverter(ChromeConverter):
         self.device = self._device_id()
         self.os_pid = self._os_pid()
         self.api_types = db.enum("ENUM_API_TYPE", API_TYPES)
+        self.unmatched_compute = 0  # COMPUTE_TASK_INFO rows of no TASK row with a start and end
 
     def _device_id(self) -> int:
         """The rank's device: RANK_DEVICE_MAP, else NPU_INFO, else the first task's; 0 if none."""
@@ -332,12 +333,16 @@ class DbConverter(ChromeConverter):
                f"{k('blockDim')}, {k('mixBlockDim')}, kf.value, kos.value, kod.value, kof.value, "
                f"{'pm.metrics' if pmu else 'NULL'}, "
                f"kn.value, kt.value, ko.value, ks.value, kd.value FROM TASK t {join}{strings}{pmu_join}")
+        listed = 0
         for start, end, dev, conn, gpid, ttype, stream, task, ctx, model, info, *more in db.rows(sql):
             if start is None or end is None:
                 continue
+            listed += bool(info)
             details, kernel = _kernel_details(*more[:7]), more[7:]
             self._task(start, end, self.device if dev is None else int(dev), conn, gpid, ttype or "",
                        (stream, task, ctx, model), kernel if info else None, kernels, details)
+        if compute:  # globalTaskId is COMPUTE_TASK_INFO's key: each row describes one task at most
+            self.unmatched_compute = (db.scalar("SELECT count(*) FROM COMPUTE_TASK_INFO") or 0) - listed
 
     def _kernel_list(self) -> bool:
         """Whether the database lists compute tasks (COMPUTE_TASK_INFO): then a task it leaves out
@@ -415,7 +420,7 @@ class DbConverter(ChromeConverter):
 
 
 def convert_db(path: Path, file_index: int, sink: Sink,
-               progress: Callable[[int], None] | None = None) -> ChromeConverter:
+               progress: Callable[[int], None] | None = None) -> DbConverter:
     """Stream one profiler database into `sink`; return the converter (tables, counts, lanes)."""
     try:
         db = _Db(path)
