@@ -2,10 +2,10 @@
 type), so its rows are matched to trace_view.json's tasks on name and start.
 
 Fixture `ascend/torch_npu_2rank_level0_text` ships, per rank, the raw trace_view.json and
-kernel_details.csv next to the vendor's step_trace_time.csv. At Level0 torch_npu writes no
-op_statistic.csv or api_statistic.csv (and trace_view.json has no CANN lane), so op_statistic is
-checked against kernel_details.csv itself: its rows are the device's compute tasks. Tolerances and
-their reasons are those of test_ascend_fidelity.py (same vendor, same rounding).
+kernel_details.csv next to the vendor's step_trace_time.csv and operator_details.csv. At Level0
+torch_npu writes no op_statistic.csv or api_statistic.csv (and trace_view.json has no CANN lane),
+so op_statistic is checked against kernel_details.csv itself: its rows are the device's compute
+tasks. Tolerances and their reasons are those of test_ascend_fidelity.py (same vendor, same rounding).
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def test_operator_details_matches_operator_details_csv(level0, rank):
     those rows exceed the vendor's by exactly one copy task's duration."""
     src, run, _ = level0
     vendor = _vendor(src, rank, "operator_details.csv")
-    ours = run.sql('SELECT * EXCLUDE ("Rank", "Step") FROM operator_details WHERE "Rank" = ?', [rank]).arrow().to_pylist()
+    ours = run.sql('SELECT * EXCLUDE ("Rank", "Step") FROM operator_details WHERE "Rank" = ?',
+                   [rank]).arrow().to_pylist()
     copies = [d / 1000 for (d,) in run.sql(
         "SELECT DISTINCT dur FROM slices WHERE rank = ? AND kind = 'memcpy' AND name = 'MEMCPY_ASYNC'", [rank]).rows()]
     assert len(ours) == len(vendor) > 800

@@ -288,7 +288,8 @@ class AscendConverter(ChromeConverter):
             group_op = self.thread.get((pid, _text(ev.tid) or ""), "").startswith("Group")
             row = self._kernel_row((name,), us_text_to_ns(ev.ts) or 0) if group_op else None
             return Described("comm" if group_op else "comm_task", device, correlation=_int(a.connection_id),
-                             op_type=row.get("Type") if row else None, task_type="HCCL" if group_op else a.ascend_task_type,
+                             op_type=row.get("Type") if row else None,
+                             task_type="HCCL" if group_op else a.ascend_task_type,
                              more_args=row.get("_rest") if row else None)
         if device == "host":
             kind = classify.kind_of(cat, name, False)
@@ -368,8 +369,9 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     info = _rank_info(rank_dir)
     ragged = [r for r in rows if r.get("_ragged")]
     if ragged:
-        add_finding(info, "ragged_vendor_rows", len(ragged), f"{kernel_csv}: {len(ragged)} rows of more or fewer cells "
-                    f"than the header: kept up to Duration (first: {ragged[0].get('Name')})", device=f"npu{device_index(out)}")
+        add_finding(info, "ragged_vendor_rows", len(ragged),
+                    f"{kernel_csv}: {len(ragged)} rows of more or fewer cells than the header: kept up to "
+                    f"Duration (first: {ragged[0].get('Name')})", device=f"npu{device_index(out)}")
     cpu_ops = mindspore_cpu.timestamp_file(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
