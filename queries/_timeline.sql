@@ -17,8 +17,17 @@ WITH ov AS MATERIALIZED (
 ), threads AS (
     SELECT DISTINCT rank, device, coalesce(CASE WHEN device <> 'host' THEN 'stream ' || stream END, tid, '0') AS thread
     FROM slices
+), numbered AS (
+    SELECT *, try_cast(regexp_extract(thread, '(\d+)$') AS BIGINT) AS num FROM threads
 ), tids AS (
-    SELECT *, coalesce(try_cast(regexp_extract(thread, '(\d+)$') AS BIGINT), hash(thread) % 100000) AS tid FROM threads
+    -- a thread keeps the number its name ends with (`12`, `stream 7`), unless another thread of
+    -- its device has it (`async:cat:0x313` beside thread 313; the bare number wins): those, and
+    -- names with no number, get numbers of their own above any real tid
+    SELECT rank, device, thread,
+           CASE WHEN num IS NOT NULL AND row_number() OVER (
+                    PARTITION BY rank, device, num ORDER BY thread = num::VARCHAR DESC, thread) = 1 THEN num
+                ELSE 1073741824 + row_number() OVER (PARTITION BY rank, device ORDER BY thread) END AS tid
+    FROM numbered
 ), lane_types(type, tid) AS (
     VALUES ('Computing', 0), ('Communication', 1), ('Communication(Not Overlapped)', 2), ('Free', 3)
 ), endpoints AS (

@@ -258,3 +258,23 @@ def test_a_directory_of_gzipped_traces_imports_them(tmp_path):
     with prof_engine.open(run_dir) as run:
         got = run.sql('SELECT "Rank", sum("Occurrences") FROM slice_statistic GROUP BY ALL ORDER BY 1').rows()
     assert got == [(0, expected), (1, expected)]
+
+
+def test_timeline_keeps_async_tracks_apart_from_the_threads_their_ids_look_like(tmp_path):
+    """An async track `async:cat:0x313` and thread 313 of the same process are two lanes in the
+    exported timeline (the track's trailing digits are not a tid)."""
+    events = [
+        {"ph": "X", "name": "on_thread", "pid": 1, "tid": 313, "ts": BASE, "dur": 10, "cat": "c"},
+        {"ph": "b", "name": "on_track", "pid": 1, "tid": 313, "ts": BASE + 1, "cat": "cat", "id": "0x313"},
+        {"ph": "e", "name": "on_track", "pid": 1, "tid": 313, "ts": BASE + 5, "cat": "cat", "id": "0x313"},
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
+        out = run.export_timeline(tmp_path / "timeline.json")
+    exported = json.loads(out.read_text(encoding="utf-8"))
+    exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+    names = {e["args"]["name"]: e["tid"] for e in exported if e.get("name") == "thread_name" and e["pid"] == 0}
+    tids = {e["name"]: e["tid"] for e in exported if e.get("ph") == "X" and e["name"] in ("on_thread", "on_track")}
+    assert names["313"] == tids["on_thread"] == 313
+    assert tids["on_track"] == names["async:cat:0x313"] != 313
