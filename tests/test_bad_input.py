@@ -67,8 +67,8 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     "ts_not_a_number": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": "2x5"', 1)),
     "dur_not_a_number": ("trace.json", lambda: trace_text(5000).replace('"dur": 3', '"dur": "three"', 1)),
     "ts_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 1e30', 1)),
-    # a time int64 ns holds, whose end (ts + dur) it does not: past the year 2262
-    "end_out_of_range": ("trace.json", lambda: trace_text().replace('"ts": 25', '"ts": 9223372036854775', 1)),
+    # (a time int64 ns holds but no run has, 2^62 ns or more from 0: dropped and said, see
+    # test_values_out_of_range_are_dropped_or_no_step_and_said)
     "not_utf8": ("trace.json", lambda: trace_text(5000).replace("aten::op4000", "aten::op\xe9").encode("latin-1")),
     "number_out_of_range": ("trace.json", lambda: trace_text().replace('"args": {}', '"args": {"Input Dims": '
                                                                           '[[1e400]]}', 1)),
@@ -247,3 +247,75 @@ def test_odd_fields_that_name_nothing_are_read_as_absent(tmp_path, monkeypatch):
         assert done.stdout.splitlines()[1:] == ['"ProfilerStep#1","{}",', '"aten::mm",,', '"aten::add",,',
                                                  '"k","{""device"": 9223372036854775808, ""stream"": 7, '
                                                  '""correlation"": 18446744073709551616}",'], done.stdout
+
+
+def _out_of_range_trace(paired: bool) -> list[dict]:
+    """Three sane steps of 1 ms (a kernel each), and values no run has: a step number beyond int32,
+    an op 12 days long, a kernel 2^62 ns from the clock's zero (and one 2^63 ns, whose end int64 ns
+    does not hold). `paired`: a B/E pair, which sends
+    the events one by one through the converter."""
+    base = 1_700_000_000_000_000
+    events = []
+    for i in range(3):
+        t = base + 1000 * i
+        events += [x(f"ProfilerStep#{i + 1}", t, 1000, cat="user_annotation"), x("aten::mm", t + 10, 100),
+                   x("cudaLaunchKernel", t + 20, 5, cat="cuda_runtime", correlation=i + 1),
+                   x("gemm", t + 50, 200, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1)]
+    events += [x("ProfilerStep#99999999999999999999", base + 500, 100, cat="user_annotation"),
+               x("aten::long_op", base + 1500, 12 * 86_400e6),
+               x("far_kernel", 2**62 / 1000 + 5, 3, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
+               x("aten::end_beyond_int64", 9223372036854775, 10)]
+    if paired:
+        events += [{"ph": "B", "name": "paired", "pid": 1, "tid": 1, "ts": base + 30},
+                   {"ph": "E", "pid": 1, "tid": 1, "ts": base + 40}]
+    return events
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("paired", [False, True], ids=["columnar", "event-by-event"])
+def test_values_out_of_range_are_dropped_or_no_step_and_said(tmp_path, monkeypatch, native, paired):
+    """No traceback and no absurd number (issue 28, item 11): a step number beyond int32 makes a user
+    range, not a step; a slice longer than a week or 2^62 ns from the clock's zero is dropped; the
+    import warns `values_out_of_range` with the count and the first one, and the steps stay sane."""
+    monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
+    (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": _out_of_range_trace(paired)}),
+                                     encoding="utf-8")
+    proc = cli(tmp_path, "import", "t.json", "-o", "run")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "values_out_of_range" in proc.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    (found,) = [f for f in manifest["sources"][0]["info"]["findings"] if f["rule"] == "values_out_of_range"]
+    assert found["count"] == 4
+    assert found["detail"].startswith("first: 'aten::long_op' at 1700000000001500000 ns, 1036800000000000 ns long")
+    done = cli(tmp_path, "query", "run", "SELECT kind, step FROM slices WHERE name LIKE 'ProfilerStep#9%' "
+               "OR name IN ('aten::long_op', 'far_kernel', 'aten::end_beyond_int64')", "-f", "csv")
+    assert done.stdout.splitlines()[1:] == ['"user_range",1'], done.stdout  # a range within step 1
+    steps = cli(tmp_path, "query", "run", 'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" '
+                'FROM step_trace', "-f", "csv")
+    assert steps.stdout.splitlines()[1:] == ["1,50,200.000", "2,50,200.000", "3,50,200.000"], steps.stdout
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("moved", ["kernel", "step"])
+def test_a_slice_years_away_from_its_file_is_dropped_and_said(tmp_path, monkeypatch, native, moved):
+    """One slice at ts 0 (1970) in a trace of 2023: a kernel there made step 2's device span 53
+    years long and its Preparing -1.7e15 µs; a step there, a step of 53 years. It is dropped (more
+    than 7 days from the file's median start), the import says so, and the other steps stay sane."""
+    monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
+    events = _out_of_range_trace(False)[:12]  # the three sane steps
+    at = next(i for i, e in enumerate(events) if (e["name"] == "ProfilerStep#2" if moved == "step"
+                                                  else e["name"] == "gemm" and e["args"]["correlation"] == 2))
+    events[at] = {**events[at], "ts": 0}
+    (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
+    proc = cli(tmp_path, "import", "t.json", "-o", "run")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+    (found,) = [f for f in manifest["sources"][0]["info"]["findings"] if f["rule"] == "values_out_of_range"]
+    name = "gemm" if moved == "kernel" else "ProfilerStep#2"
+    assert found["count"] == 1 and found["detail"].startswith(f"first: {name!r} at 0 ns, 19,676 days from")
+    assert manifest["tables"]["slices"] == 11
+    steps = cli(tmp_path, "query", "run", 'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" '
+                'FROM step_trace', "-f", "csv")
+    # step 2 without its kernel has no device span; without its step record, its kernel none of a step
+    want = ["1,50,200.000", "3,50,200.000"] + ([",,200.000"] if moved == "step" else [])
+    assert steps.stdout.splitlines()[1:] == want, steps.stdout

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 import prof_engine
-from prof_engine import _native, schema
+from prof_engine import _native, importers, schema
 from prof_engine.errors import InputError
 from prof_engine.importers import chrome, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
@@ -108,6 +108,8 @@ def test_times_and_integers_parsed_in_c_are_pythons(tmp_path, monkeypatch):
               x("g", BASE, 1),  # epoch µs, as older Kineto wrote them
               {"ph": "X", "cat": "cpu_op", "name": "f", "ts": BASE + 1, "dur": None, "pid": 1, "tid": 1}]
     trace = write_trace(tmp_path / "plain.json", events, distributedInfo={"rank": 0})
+    # the clocks here are years apart on purpose: not slices to drop (store.outliers) in this test
+    monkeypatch.setattr(importers, "drop_time_outliers", lambda staging, info: 0)
 
     def no_fallback(arr):
         raise AssertionError(f"a column fell back to the string path: {arr.to_pylist()[:5]}")
@@ -129,6 +131,29 @@ def test_begin_end_pairs_same_run(tmp_path, monkeypatch):
               {"ph": "E", "ts": BASE + 10, "pid": 1, "tid": 1}, x("after", BASE + 20, 2)]
     native, python = _both(tmp_path, [write_trace(tmp_path / "be.json", events)], monkeypatch)
     assert native == python and len(native["slices"]) == 3
+
+
+def test_values_out_of_range_same_run_and_findings(tmp_path, monkeypatch):
+    """Slices outside any run (2^62 ns from the clock's zero, longer than a week) are dropped and a
+    step number beyond int32 is no step, alike on both paths, and both record the same finding."""
+    far = 2**62 // 1000 + 1  # µs
+    events = [x("ProfilerStep#1", BASE, 1000, cat="user_annotation"), x("aten::mm", BASE + 10, 20),
+              x("ProfilerStep#2147483648", BASE + 100, 10, cat="user_annotation"),
+              x("ProfilerStep#99999999999999999999", BASE + 200, 10, cat="user_annotation"),
+              x("aten::week", BASE + 300, 7 * 86_400e6 + 0.001), x("aten::just_a_week", BASE + 400, 7 * 86_400e6),
+              x("k_far", far, 1, cat="kernel", pid=0, tid=7, device=0, stream=7), x("aten::before", -far, 1),
+              x("k", BASE + 500, 5, cat="kernel", pid=0, tid=7, device=0, stream=7)]
+    native, python = _both(tmp_path, [write_trace(tmp_path / "out.json", events)], monkeypatch)
+    assert native == python
+    with prof_engine.open(tmp_path / "native") as run:
+        kinds = dict(run.sql("SELECT name, kind FROM slices").rows())
+    assert kinds == {"ProfilerStep#1": "step", "aten::mm": "host_op", "ProfilerStep#2147483648": "user_range",
+                     "ProfilerStep#99999999999999999999": "user_range", "aten::just_a_week": "host_op", "k": "kernel"}
+    findings = []
+    for name in ("native", "python"):
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text(encoding="utf-8"))
+        findings.append([f for f in manifest["sources"][0]["info"]["findings"] if f["rule"] == "values_out_of_range"])
+    assert findings[0] == findings[1] and findings[0][0]["count"] == 5
 
 
 @pytest.mark.parametrize("folder", ["hta_nccl_parser_rank0_ws2", "hta_amd_mi250_rocm", "hta_sampled_2rank_nccl",

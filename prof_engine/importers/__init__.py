@@ -26,6 +26,7 @@ from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, finalize_unit
+from prof_engine.store.outliers import drop_time_outliers
 from prof_engine.store.quality import add_finding
 
 Progress = Callable[[int, int], None]
@@ -237,6 +238,7 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
     try:
         info = _convert(unit, index, sink, advance or (lambda n: None))
         sink.close()
+        drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
         return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], memory_limit=memory_limit,
                                    threads=threads, label=str(unit.path))
     except BaseException as e:

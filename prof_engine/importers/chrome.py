@@ -128,6 +128,9 @@ def anomalies(conv: ChromeConverter) -> dict[str, Any]:
     out: dict[str, Any] = {"negative_durations": conv.negative_durations} if conv.negative_durations else {}
     for rule, count, detail in conv.pairing.findings():  # begins never ended, ends of nothing
         add_finding(out, rule, count, detail)
+    for what in ("time", "step"):  # slices outside any run, step numbers beyond int32
+        if what in conv.out_of_range:
+            add_finding(out, "values_out_of_range", *conv.out_of_range[what])
     unknown = conv.unknown_categories
     if unknown:
         named = ", ".join(f"{c!r} ({n})" for c, n in unknown.most_common(5))
@@ -148,6 +151,7 @@ class ChromeConverter:
         self.counts: dict[str, int] = {}
         self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
         self.unknown_categories: Counter[str] = Counter()  # slices of kind "other" by unknown category
+        self.out_of_range: dict[str, list] = {}  # "time" / "step" -> [count, the first's detail]
         # The columnar fast path reproduces the base class's per-event hooks; a subclass that
         # overrides any of them (Ascend, msprof) keeps the event-by-event path.
         self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
@@ -242,6 +246,15 @@ class ChromeConverter:
             input_types=_types_text(a.input_type),
         )
 
+    def out_of_range_seen(self, what: str, count: int, name: str, ts: int | None = None, dur: int | None = None) -> None:
+        """Count `count` slices out of range (`what`: "time", dropped; "step", a step number beyond
+        int32, not a step); the first one's name and times are the finding's detail."""
+        if what not in self.out_of_range:
+            detail = (f"first: {name[:80]!r} at {ts} ns, {dur} ns long: dropped" if what == "time"
+                      else f"first: {name[:80]!r}: step number beyond int32, read as a range")
+            self.out_of_range[what] = [0, detail]
+        self.out_of_range[what][0] += count
+
     def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
         ts = us_text_to_ns(ev.ts)
         if ts is None:
@@ -249,11 +262,17 @@ class ChromeConverter:
         raw_args = args_text(ev)
         a = _ARGS.decode(raw_args) if raw_args else _NO_ARGS
         name = _text(ev.name) or ""
+        if dur_ns is None:
+            dur_ns = us_text_to_ns(ev.dur) or 0
+        if (not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur_ns > classify.DUR_LIMIT) \
+                and not classify.is_skipped_category(_text(ev.cat)):
+            self.out_of_range_seen("time", 1, name, ts, dur_ns)
+            return
         d = self.describe(ev, a, name, _text(ev.cat))
         if d is None:
             return
-        if dur_ns is None:
-            dur_ns = us_text_to_ns(ev.dur) or 0
+        if d.kind != "step" and classify.step_out_of_range(name):
+            self.out_of_range_seen("step", 1, name)
         self.seq += 1
         c = self.tables["slices"].cols
         c["id"].append(self.seq)
@@ -295,6 +314,14 @@ class ChromeConverter:
         if None in ts or True in skipped:
             keep = [i for i, (t, skip) in enumerate(zip(ts, skipped)) if t is not None and not skip]
             events, ts, cats = [events[i] for i in keep], [ts[i] for i in keep], [cats[i] for i in keep]
+        durs = us_texts_to_ns(_field(events, "dur"))
+        if ts and (min(ts) <= -classify.TS_LIMIT or max(ts) >= classify.TS_LIMIT
+                   or max(filter(None, durs), default=0) > classify.DUR_LIMIT):  # slices outside any run: dropped
+            bad = [i for i, (t, d) in enumerate(zip(ts, durs))
+                   if not -classify.TS_LIMIT < t < classify.TS_LIMIT or (d or 0) > classify.DUR_LIMIT]
+            self.out_of_range_seen("time", len(bad), _text(events[bad[0]].name) or "", ts[bad[0]], durs[bad[0]])
+            keep = sorted(set(range(len(ts))).difference(bad))
+            events, ts, cats, durs = ([v[i] for i in keep] for v in (events, ts, cats, durs))
         if not events:
             return
         raws = list(map(args_text, events))
@@ -313,10 +340,13 @@ class ChromeConverter:
         c["rank"].extend([self.file_index] * n)
         c["device"].extend(devices)
         self._kind_columns(c, cats, names, collective, self.unknown_categories)
+        if "ProfilerStep#" in "\0".join(names):  # (a C-level search: steps are in few chunks)
+            for name in names:
+                if name.startswith("ProfilerStep#") and classify.step_out_of_range(name):
+                    self.out_of_range_seen("step", 1, name)
         c["name"].extend(names)
         c["category"].extend(cats)
         c["ts"].extend(ts)
-        durs = us_texts_to_ns(_field(events, "dur"))
         if None in durs or min(durs, default=0) < 0:
             self.negative_durations += sum(1 for d in durs if d is not None and d < 0)
             durs = [max(d or 0, 0) for d in durs]

@@ -158,6 +158,16 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     if pc.any(skipped).as_py():
         keep = pc.invert(skipped)
         rows, cats, keys = rows.filter(keep), cats.filter(keep), keys.filter(keep)
+    durs = chunk.column("dur", US, rows)
+    ts = ts_all.take(rows)
+    bad = pc.or_(pc.or_(pc.less_equal(ts, -classify.TS_LIMIT), pc.greater_equal(ts, classify.TS_LIMIT)),
+                 pc.fill_null(pc.greater(durs, classify.DUR_LIMIT), False))
+    if pc.any(bad).as_py():  # slices outside any run (`ChromeConverter._slice`): dropped
+        i = pc.index(bad, True).as_py()
+        conv.out_of_range_seen("time", pc.sum(bad).as_py(), chunk.column("name", TEXT, rows.slice(i, 1))[0].as_py() or "",
+                               ts[i].as_py(), durs[i].as_py())
+        keep = pc.invert(bad)
+        rows, cats, keys, durs, ts = (v.filter(keep) for v in (rows, cats, keys, durs, ts))
     n = len(rows)
     if not n:
         return
@@ -172,9 +182,12 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     _count_unknown(conv, cats, kinds)
     is_step = pc.equal(kinds, "step")
     steps = pa.nulls(n, pa.int64())
-    if pc.any(is_step).as_py():
+    named = pc.starts_with(names, "ProfilerStep#")
+    if pc.any(named).as_py():  # steps, and step names whose number is beyond int32 (not steps)
         number = pc.struct_field(pc.extract_regex(names, classify.STEP_NAME.pattern.replace("(", "(?P<n>", 1)), [0])
-        steps = pc.if_else(is_step, pc.cast(number, pa.int64()), steps)
+        steps = pc.cast(pc.if_else(is_step, number, pa.scalar(None, number.type)), pa.int64())
+        for name in names.filter(pc.and_(pc.is_valid(number), pc.invert(is_step))).to_pylist():
+            conv.out_of_range_seen("step", 1, name)
     on_device = pc.fill_null(pc.is_in(keys, _set("device")), False)
     pid = col("pid")
     if pc.any(on_device).as_py():
@@ -183,7 +196,6 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         streams = pc.if_else(on_device, col("stream", INT), pa.nulls(n, pa.int64()))
     else:
         devices, streams = pa.repeat(pa.scalar("host"), n), pa.nulls(n, pa.int64())
-    durs = col("dur", US)
     conv.negative_durations += pc.sum(pc.less(durs, 0)).as_py() or 0
     args = col("args", RAW)
     objects = pc.starts_with(args, "{")
@@ -193,7 +205,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         "id": _ids(first, n),
         "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
         "device": devices, "step": steps, "kind": kinds, "name": names, "category": cats,
-        "ts": ts_all.take(rows), "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
+        "ts": ts, "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
         "pid": pid, "tid": col("tid"), "stream": streams,
         # Kineto's device and runtime records of 2021 spell it `external id`
         "correlation": col("correlation", INT), "external_id": pc.coalesce(col("External id", INT), col("external id", INT)),

@@ -71,6 +71,13 @@ def is_unknown_category(category: str | None) -> bool:
 
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# A step number fits the step columns' int32 readers and is not negative; a larger one is not a
+# step (its record keeps its category's kind) and is a `values_out_of_range` finding.
+STEP_MAX = 2**31 - 1
+# A slice outside any real run: its start 2^62 ns (146 years) or more from the file clock's zero,
+# or longer than a week (no profiler records that long). Dropped, a `values_out_of_range` finding.
+TS_LIMIT = 1 << 62
+DUR_LIMIT = 7 * 86_400 * 10**9
 
 # Device kernels of collective libraries (NCCL, RCCL, HCCL).
 _COMM_KERNEL = re.compile(r"(^|[^a-z])(nccl|rccl|hccl|hcom_)", re.IGNORECASE)
@@ -85,7 +92,7 @@ MEMORY_DEVICE_TYPES = {0: "host", 1: "gpu", 20: "npu"}
 
 def kind_of(category: str | None, name: str, has_collective: bool) -> str:
     """Canonical kind of a duration record from its source category and name."""
-    if STEP_NAME.match(name):
+    if step_number(name) is not None:
         return "step"
     kind = CATEGORY_KIND.get(category_key(category), "other")
     if kind == "kernel" and (has_collective or _COMM_KERNEL.search(name)):
@@ -96,8 +103,14 @@ def kind_of(category: str | None, name: str, has_collective: bool) -> str:
 
 
 def step_number(name: str) -> int | None:
+    """N of `ProfilerStep#N`; None where the name is no step's or N is beyond `STEP_MAX`."""
     m = STEP_NAME.match(name)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and len(m.group(1)) <= 10 and int(m.group(1)) <= STEP_MAX else None
+
+
+def step_out_of_range(name: str) -> bool:
+    """A step's name whose number is beyond `STEP_MAX` (its record is not a step)."""
+    return STEP_NAME.match(name) is not None and step_number(name) is None
 
 
 # Element sizes for message bytes (names as Kineto's `dtype` arg writes them).
