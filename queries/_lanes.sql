@@ -78,8 +78,9 @@ WHERE s < reach;
 
 -- The Free rows (the `lanes` table's columns) of the devices in `devices` (rank, device: those of
 -- `overlapping_devices`) by the rule above. Algorithm: the keys' spans cut the device's time into
--- segments, each held by the first key in order whose span covers it; the gaps of all keys'
--- activity (one sort of it) within a key's segments are its Free.
+-- segments, each held by the first key in order whose span covers it (a key's window: its
+-- segments merged); one sorted pass over all keys' activity and the windows' bounds yields the
+-- gaps of the activity cut at those bounds, and each gap piece goes to the window it lies in.
 CREATE OR REPLACE MACRO device_free(lanes, devices) AS TABLE
 WITH spans AS (
     SELECT rank, device, step, min(ts) AS s, max(ts + dur) AS e FROM query_table(lanes)
@@ -106,18 +107,22 @@ WITH spans AS (
     UNION ALL
     SELECT rank, device, p, p FROM bounds
     QUALIFY p IN (min(p) OVER (PARTITION BY rank, device), max(p) OVER (PARTITION BY rank, device))
-), idle AS (  -- the gaps of the device's activity
-    SELECT rank, device, reach AS s, s AS e FROM (
-        SELECT rank, device, s, max(e) OVER (PARTITION BY rank, device ORDER BY s, e
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-        FROM busy)
-    WHERE s > reach
+), sweep AS (  -- the activity, and the windows' bounds (`cut`) where its gaps are cut
+    SELECT rank, device, s, e, false AS cut FROM busy
+    UNION ALL
+    SELECT DISTINCT rank, device, p, p, true FROM (SELECT rank, device, s AS p FROM windows UNION ALL SELECT rank, device, e FROM windows)
+), pieces AS (  -- the gaps of the activity (from the reach of all before a start to it), cut at the bounds
+    SELECT rank, device, greatest(reach, cut0) AS s, s AS e FROM (
+        SELECT rank, device, s, max(e) FILTER (WHERE NOT cut) OVER w AS reach, max(s) FILTER (WHERE cut) OVER w AS cut0
+        FROM sweep WINDOW w AS (PARTITION BY rank, device ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING))
+    WHERE s > greatest(reach, cut0)  -- (greatest skips NULLs)
 )
-SELECT r.rank::INTEGER AS rank, r.device, r.step, 'Free' AS type, greatest(i.s, w.s)::BIGINT AS ts,
-       (least(i.e, w.e) - greatest(i.s, w.s))::BIGINT AS dur
-FROM idle i
-JOIN windows w ON w.rank = i.rank AND w.device = i.device AND i.s < w.e AND w.s < i.e
-JOIN ranked r ON r.rank = w.rank AND r.device = w.device AND r.ord = w.ord;
+-- each piece lies in one window or none: the window starting last at or before it, if it ends in it
+SELECT r.rank::INTEGER AS rank, r.device, r.step, 'Free' AS type, p.s::BIGINT AS ts, (p.e - p.s)::BIGINT AS dur
+FROM pieces p
+ASOF JOIN windows w ON w.rank = p.rank AND w.device = p.device AND p.s >= w.s
+JOIN ranked r ON r.rank = w.rank AND r.device = w.device AND r.ord = w.ord
+WHERE p.e <= w.e;
 
 -- The lanes (`lanes`: per key, as `overlap_lanes` makes them) with Free by the rule above:
 -- `devices` as `device_free` takes it, `free` its rows for them.
