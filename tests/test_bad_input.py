@@ -219,7 +219,8 @@ def test_negative_durations_are_read_as_zero_and_said(tmp_path, monkeypatch, nat
     (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
     proc = cli(tmp_path, "import", "t.json", "-o", "run")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.splitlines()[0] == "Warning: t.json: 2 event(s) end before they start; read as 0 µs long"
+    assert proc.stderr.splitlines()[0] == ("Warning: negative_durations: 2 of 4 (50.00 %) on r0: slices that end "
+                                           "before they start, read as 0 µs long (t.json)")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["sources"][0]["info"]["negative_durations"] == 2
     assert manifest["tables"]["slices"] == 4
