@@ -15,15 +15,14 @@
 -- column `Suggestion` VARCHAR: what usually helps
 -- column `Views` VARCHAR: where to look next
 -- column `Share(%)` DOUBLE: the time the finding is about, as a share of the steps' time (NULL where not a time)
--- Thresholds: a share of the steps' device time (the spans of step_trace) of 10 % is a finding,
+-- Thresholds: a share of the steps' device time (the union of step_trace's spans) of 10 % is a finding,
 -- 30 % a high one (host syncs: 5 %, pageable copies: 1 %); launch-bound: half of at least 100
 -- tasks shorter than their launch call (a CUDA graph's tasks do not count: one call launched them all).
-WITH steps AS (  -- each device's steps, summed; the idle share is Free within the union of the
-                -- steps' spans (`covered`, µs), as steps that overlap hold some time twice
+WITH steps AS (  -- each device's steps, summed; shares are of the union of the steps' spans
+                -- (`span`, µs), as steps that overlap hold some time twice
     SELECT t."Rank" AS rank, t."Device" AS device, count(*) AS n,
-           sum("End Time(us)" - "Start Time(us)")::DOUBLE AS span, sum("Free") AS free,
-           sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing,
-           any_value(o.span) / 1e3 AS covered
+           coalesce(any_value(o.span) / 1e3, sum("End Time(us)" - "Start Time(us)"))::DOUBLE AS span,
+           sum("Free") AS free, sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing
     FROM step_trace t LEFT JOIN _step_overlaps o ON o.rank = t."Rank" AND o.device = t."Device"
     WHERE t."Step" IS NOT NULL AND t."Device" <> 'host' GROUP BY t."Rank", t."Device"
     HAVING sum("End Time(us)" - "Start Time(us)") > 0
@@ -72,8 +71,8 @@ WITH steps AS (  -- each device's steps, summed; the idle share is Free within t
 ), host_span AS (  -- the steps' time of a rank, for findings about its host
     SELECT rank, max(span) AS span FROM steps GROUP BY rank
 ), findings AS (
-    SELECT s.rank, s.device, 'device_idle' AS rule, free / covered AS share, free / covered > 0.30 AS severe,
-           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / covered, s.n, free, covered)
+    SELECT s.rank, s.device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
+           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, s.n, free, span)
            || coalesce(format('; of the gaps on its busiest stream ({}): {:.0f} % host wait, {:.0f} % kernel wait, {:.0f} % other',
                               g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), '') AS finding,
            CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); ' || r.remedy
@@ -82,7 +81,7 @@ WITH steps AS (  -- each device's steps, summed; the idle share is Free within t
                 ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END AS suggestion,
            'step_trace, idle_time, kernel_launch, api_statistic' AS views
     FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
-    WHERE free / covered > 0.10
+    WHERE free / span > 0.10
     UNION ALL
     SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
            format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),

@@ -4,14 +4,14 @@
 --   guessed. Read it before trusting a report: a rule here means some number elsewhere rests on it.
 -- matches: no peer has one (HTA, Perfetto, nsys and msprof import silently); the rules are in
 --   prof_engine/store/quality.py, each with its meaning (the `quality_rules` table).
--- requires: slices, run_findings, quality_rules, _classify, _units
+-- requires: slices, run_findings, quality_rules, _classify, _units, _overlap
 -- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
 -- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
 --   other_records: records the import could not classify (`is_unclassified`: no report counts
 --     them; those of a category it does not know are its `unknown_categories` finding instead);
 --   unlinked_device_records: device tasks with no launching host record (no launch_id);
---   overlapping_device_steps: steps whose device span (first to last device task of the step)
---     runs past the start of the next step's span on the same device;
+--   overlapping_device_steps: steps whose device span (step_trace's) runs past the start of the
+--     next step's on the same device (`_step_overlaps`; step_trace's Free counts such time once);
 --   overlapping_host_records: host records that start inside an earlier sibling on their thread
 --     and end after it (no nesting): torch's tree rule closes the sibling at their start.
 -- column `Rank` INTEGER: global rank; NULL for the run as a whole
@@ -31,23 +31,6 @@ WITH per_device AS (
            count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks,
            min(name) FILTER (WHERE is_unclassified(kind, category)) AS other_name
     FROM slices
-    GROUP BY rank, device
-),
-step_spans AS (
-    SELECT rank, device, step, min(ts) AS s, max(ts + dur) AS e
-    FROM slices
-    WHERE is_device_task(device, kind) AND step IS NOT NULL
-    GROUP BY rank, device, step
-),
-step_next AS (
-    SELECT *, lead(s) OVER (PARTITION BY rank, device ORDER BY step) AS next_s
-    FROM step_spans
-),
-step_overlaps AS (
-    SELECT rank, device, count(*) FILTER (WHERE e > next_s) AS n, count(*) AS steps,
-           max(e - next_s) FILTER (WHERE e > next_s) AS worst,
-           string_agg(step::VARCHAR, ', ' ORDER BY step) FILTER (WHERE e > next_s) AS which
-    FROM step_next
     GROUP BY rank, device
 ),
 host_siblings AS (
@@ -71,9 +54,9 @@ computed AS (
     SELECT rank, device, 'unlinked_device_records', unlinked, tasks, NULL
     FROM per_device WHERE unlinked > 0
     UNION ALL
-    SELECT rank, device, 'overlapping_device_steps', n, steps,
-           'step(s) ' || which || ' run past the next step''s start, by up to ' || us(worst) || ' µs'
-    FROM step_overlaps WHERE n > 0
+    SELECT rank, device, 'overlapping_device_steps', overlapping, steps,
+           'from step ' || first_step || ': ' || us(overlap) || ' µs of ' || us(span) || ' µs held by two steps'
+    FROM _step_overlaps WHERE overlapping > 0
     UNION ALL
     SELECT rank, device, 'overlapping_host_records', n, records, 'e.g. ' || first_name
     FROM host_overlaps WHERE n > 0

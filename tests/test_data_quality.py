@@ -62,7 +62,9 @@ def test_data_quality_counts_what_the_tables_show(tmp_path):
         assert unlinked[:5] == (0, "gpu0", "unlinked_device_records", 1, 3)
         overlap = rules["overlapping_device_steps"]
         assert overlap[:5] == (0, "gpu0", "overlapping_device_steps", 1, 2)
-        assert "step(s) 1 " in overlap[6] and "50.0 µs" in overlap[6]  # 170 - 120
+        # step 1's span [20, 170) and step 2's [120, 185) (the orphan at 180 is in its host step):
+        # 50 µs in both, of the 165 µs they cover
+        assert overlap[6] == "from step 1: 50.0 µs of 165.0 µs held by two steps"
         assert all(r[7] for r in rules.values())  # every rule says what it means
         # a single trace with no rank is rank 0: nothing invented
         assert "invented_rank" not in rules

@@ -436,3 +436,7 @@ def test_step_overlaps_and_advice_idle_share(mi300x_run):
     free = run.sql('SELECT sum("Free") FROM step_trace').rows()[0][0]
     assert round(100 * free * 1e3 / union, 1) == 6.0
     assert "device_idle" not in {r[0] for r in run.sql('SELECT "Rule" FROM advice').rows()}
+    # every share is of that union, not of Σ spans, which holds step 15's overrun twice
+    exposed = run.sql('SELECT sum("Communication(Not Overlapped)") FROM step_trace').rows()[0][0]
+    (share,) = run.sql("""SELECT "Share(%)" FROM advice WHERE "Rule" = 'exposed_communication'""").rows()[0]
+    assert share == round(100 * exposed * 1e3 / union, 1) == 66.2
