@@ -200,12 +200,20 @@ def test_without_trace_view(src, tmp_path):
     assert stats == {row["op_type"]: int(row["type_occurrences"]) for row in vendor(src, "cpu_op_type_info_0.csv")}
 
 
-def test_database_export_keeps_its_device_data(src, tmp_path):
+def test_database_export_keeps_its_device_data(src, tmp_path, monkeypatch):
     """A rank directory exported as .db with CPU ops beside it: the database's records and the CPU ops."""
     from conftest import ascend_db_copy
 
+    from prof_engine import importers
+
     db = ascend_db_copy(tmp_path)
     shutil.copytree(src / "FRAMEWORK", db.parent.parent / "FRAMEWORK")
+    # the two recordings are 687 days apart: the CPU ops are rightly dropped as out of range
+    with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "far")) as r:
+        (finding,) = [f for f in r.manifest["sources"][0]["info"]["findings"] if f["rule"] == "values_out_of_range"]
+        assert finding["count"] == sum(int(row["type_occurrences"]) for row in vendor(src, "cpu_op_type_info_0.csv"))
+    # ... and kept beside the database's records where that rule is off
+    monkeypatch.setattr(importers, "drop_time_outliers", lambda staging, info: 0)
     with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run")) as r:
         kernels = r.sql("SELECT count(*) FROM slices WHERE kind = 'kernel'").rows()[0][0]
         cpu = dict(r.sql("SELECT op_type, count(*) FROM slices WHERE category = 'HostCpuOps' GROUP BY 1").rows())
