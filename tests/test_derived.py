@@ -13,6 +13,7 @@ import pytest
 from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from prof_engine.engine.session import use_stored
 
 
 def _kernel(name: str, ts: float, dur: float, stream: int = 7, **args) -> dict:
@@ -62,14 +63,12 @@ def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
                                        "slices.launch_api_dur", "lanes.sorted"]
     stored = run.view("step_trace").rows()
     assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
-    for stored_macro in ("run_lanes_stored", "run_overlap_stored"):  # as for a run without either
-        run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS false")
+    use_stored(run.con, run_lanes_stored=False, run_overlap_stored=False)  # as for a run without either
     try:
         assert run.sql("EXPLAIN SELECT * FROM step_trace").rows()[0][1].count("READ_PARQUET") > 1
         assert run.view("step_trace").rows() == stored
     finally:
-        for stored_macro in ("run_lanes_stored", "run_overlap_stored"):
-            run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS true")
+        use_stored(run.con, run_lanes_stored=True, run_overlap_stored=True)
 
 
 def test_overlap_from_stored_lanes_equals_the_computed_one(run):
@@ -78,13 +77,13 @@ def test_overlap_from_stored_lanes_equals_the_computed_one(run):
     assert run.sql("SELECT run_lanes_in_order()").rows() == [(True,)]  # read in order: not sorted
     assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]  # nothing computed
     timeline = run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows()
-    run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS false")  # as for a run without them
+    use_stored(run.con, run_overlap_stored=False)  # as for a run without them
     try:
         assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]
         assert run.view("overlap").rows() == stored  # in the same order, sorted
         assert run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows() == timeline
     finally:
-        run.con.execute("CREATE OR REPLACE MACRO run_overlap_stored() AS true")
+        use_stored(run.con, run_overlap_stored=True)
 
 
 def test_op_summary_from_stored_waits_equals_the_computed_one(run):

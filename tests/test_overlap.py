@@ -6,6 +6,7 @@ import duckdb
 import pytest
 
 import prof_engine
+from prof_engine.engine.session import use_stored
 from prof_engine._resources import data_dir
 from conftest import fixture_path, load_events, write_trace, x
 
@@ -413,13 +414,11 @@ def test_overlapping_steps_free_is_device_idle(mi300x_run):
     assert sum(v for _, v in stored) == pytest.approx(oracle["idle"] / 1e3)
     assert run.sql("SELECT sum(\"Duration(us)\") FROM overlap WHERE \"Type\" = 'Free'").rows()[0][0] \
         == pytest.approx(oracle["idle"] / 1e3)
-    for stored_macro in ("run_lanes_stored", "run_overlap_stored"):  # as for a run without either
-        run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS false")
+    use_stored(run.con, run_lanes_stored=False, run_overlap_stored=False)  # as for a run without either
     try:
         assert run.sql(query).rows() == stored
     finally:
-        for stored_macro in ("run_lanes_stored", "run_overlap_stored"):
-            run.con.execute(f"CREATE OR REPLACE MACRO {stored_macro}() AS true")
+        use_stored(run.con, run_lanes_stored=True, run_overlap_stored=True)
 
 
 def test_step_overlaps_and_advice_idle_share(mi300x_run):
