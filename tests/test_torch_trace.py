@@ -280,27 +280,9 @@ def range_in_op(tmp_path_factory) -> dict:
                 Scale.apply(x).sum().backward()
     prof.export_chrome_trace(str(tmp / "trace.json"))
     averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
-    # torch's self time of `outer` is its time less A's and B's, which overlap: when the machine
-    # preempts the op in both (a loaded CI), it goes below 0 in that iteration, where ours stays 0
-    calls, self_us, total_us = averages["outer"]
-    averages["outer"] = (calls, self_us + _below_zero_us(tmp / "trace.json", "outer"), total_us)
     prof_engine.import_trace([tmp / "trace.json"], tmp / "run")
     with prof_engine.open(tmp / "run") as run:
         yield {"run": run, "averages": averages}
-
-
-def _below_zero_us(path, name: str) -> float:
-    """How far below 0 torch's own tree puts the self times of `name`'s records in the trace at
-    `path`, summed over them (µs): `EventList._populate_cpu_children` over its host events."""
-    from torch.autograd import profiler_util
-
-    events = [e for e in json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
-    evs = profiler_util.EventList([
-        profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=ns(e["ts"]),
-                                    end_us=ns(e["ts"]) + ns(e["dur"])) for i, e in enumerate(events)])
-    evs._populate_cpu_children()
-    return sum(max(-e.self_cpu_time_total / 1000, 0) for e in evs if e.name == name)
 
 
 def test_a_range_inside_an_op_is_a_node_of_torchs_tree(range_in_op):
@@ -360,27 +342,9 @@ def gloo_collectives(tmp_path_factory) -> dict:
         dist.destroy_process_group()
     prof.export_chrome_trace(str(tmp / "trace.json"))
     averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
-    # torch's self time of `outer` is its time less A's and B's, which overlap: when the machine
-    # preempts the op in both (a loaded CI), it goes below 0 in that iteration, where ours stays 0
-    calls, self_us, total_us = averages["outer"]
-    averages["outer"] = (calls, self_us + _below_zero_us(tmp / "trace.json", "outer"), total_us)
     prof_engine.import_trace([tmp / "trace.json"], tmp / "run")
     with prof_engine.open(tmp / "run") as run:
         yield {"run": run, "averages": averages}
-
-
-def _below_zero_us(path, name: str) -> float:
-    """How far below 0 torch's own tree puts the self times of `name`'s records in the trace at
-    `path`, summed over them (µs): `EventList._populate_cpu_children` over its host events."""
-    from torch.autograd import profiler_util
-
-    events = [e for e in json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
-    evs = profiler_util.EventList([
-        profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=ns(e["ts"]),
-                                    end_us=ns(e["ts"]) + ns(e["dur"])) for i, e in enumerate(events)])
-    evs._populate_cpu_children()
-    return sum(max(-e.self_cpu_time_total / 1000, 0) for e in evs if e.name == name)
 
 
 def test_gloo_ranges_are_rows_of_key_averages_as_torch_has_them(gloo_collectives):
