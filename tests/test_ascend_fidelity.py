@@ -40,7 +40,11 @@ def _vendor(src, rank: int, name: str) -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("rank", [0, 1])
 def test_step_trace_matches_step_trace_time_csv(npu, rank):
-    src, run = npu
+    assert_step_trace_is_vendors(*npu, rank)
+
+
+def assert_step_trace_is_vendors(src, run, rank: int) -> None:
+    """step_trace of `rank` equals the vendor's step_trace_time.csv beside its trace (also Level0's)."""
     (vendor,) = _vendor(src, rank, "step_trace_time.csv")
     (ours,) = run.sql('SELECT * FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).arrow().to_pylist()
     assert ours["Step"] == int(vendor["Step"])
