@@ -202,3 +202,13 @@ def test_host_records_that_overlap_without_nesting_are_counted(tmp_path):
     with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
         (row,) = [r for r in run.quality().rows() if r[2] == "overlapping_host_records"]
         assert row[:5] == (0, "host", "overlapping_host_records", 1, 5) and row[6] == "e.g. b"
+
+
+def test_a_run_opened_for_some_views_has_those_and_what_they_require(tmp_path):
+    run_dir = prof_engine.import_trace([_guessing_trace(tmp_path / "t.json")], tmp_path / "run")
+    with prof_engine.open(run_dir) as whole, prof_engine.open(run_dir, views=["data_quality"]) as some:
+        assert some.quality().rows() == whole.quality().rows()
+        created = {name for (name,) in some.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").rows()}
+        assert {"data_quality", "_overlap", "_step_overlaps"} <= created and "op_statistic" not in created
+        with pytest.raises(prof_engine.QueryError):
+            some.view("op_statistic")
