@@ -17,7 +17,7 @@ from typing import Any
 RULES: dict[str, str] = {
     # --- recorded at import
     "negative_durations": "slices that end before they start, read as 0 µs long",
-    "unclosed_slices": "B events with no matching E: closed at the end of their thread's last event",
+    "unclosed_slices": "B (or async b) events never ended: closed at the latest end of their thread's or track's later events",
     "unmatched_ends": "end events (E, async e) with nothing open to end on their thread or track: dropped",
     "values_out_of_range": "slices outside any real run (over 7 days from their file's median start or 2^62 ns from 0, longer than 7 days): dropped; step numbers beyond int32: not steps",
     "invented_rank": "the source says no rank: its rank is the file's position among the sources",
@@ -45,11 +45,14 @@ def level(rule: str) -> str:
     return "note" if rule in NOTES else "warning"
 
 
+_EVENTS = object()  # `add_finding`'s default whole: the source's events
+
+
 def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None,
-                **total: int | None) -> None:
+                total: int | None | object = _EVENTS) -> None:
     """Record in a source's `info` that `count` records fell under `rule` (a key of RULES);
     `detail` says what and where in one line (e.g. the first offending name). Its share is of
-    the source's events unless `total=` names the whole (None: no share). Count 0 records
+    the source's events unless `total` names the whole (None: no share). Count 0 records
     nothing; the same rule and device twice add up."""
     if rule not in RULES:
         raise ValueError(f"unknown data-quality rule {rule!r}")
@@ -60,4 +63,5 @@ def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", d
         if f["rule"] == rule and f.get("device") == device:
             f["count"] += int(count)
             return
-    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device, **total})
+    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device,
+                  **({} if total is _EVENTS else {"total": total})})
