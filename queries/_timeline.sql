@@ -72,8 +72,10 @@ UNION ALL
 SELECT json_object('ph', 'C', 'name', c.name, 'pid', l.pid, 'ts', us_ts(c.ts), 'args', json_object(c.series, c.value))
 FROM counters c JOIN lanes l USING (rank, device)
 UNION ALL
--- flow arrows (launch → kernel, forward → backward, enqueue → dequeue), bound to the slice they are in
-SELECT json_object('ph', f.phase, 'id', f.flow_id, 'cat', f.category, 'name', f.category, 'pid', l.pid, 'tid', t.tid,
+-- flow arrows (launch → kernel, forward → backward, enqueue → dequeue), bound to the slice they are in;
+-- ids are renumbered per flow (rank, category, flow_id): each rank's source numbers its own, and
+-- Perfetto joins every end sharing an id, category and name, so theirs would link arrows across ranks
+SELECT json_object('ph', f.phase, 'id', dense_rank() OVER (ORDER BY f.rank, f.category, f.flow_id), 'cat', f.category, 'name', f.category, 'pid', l.pid, 'tid', t.tid,
                    'ts', us_ts(f.ts), 'bp', 'e')
 FROM flows f JOIN endpoints e ON e.rank = f.rank AND e.pid IS NOT DISTINCT FROM f.pid AND e.tid IS NOT DISTINCT FROM f.tid
 JOIN lanes l ON l.rank = e.rank AND l.device = e.device

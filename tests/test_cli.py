@@ -165,6 +165,28 @@ def test_export_timeline_draws_flows_between_their_slices(tmp_path):
     assert flows == {"s": where["cudaLaunchKernel"], "f": where["gemm"]} and where["gemm"] != where["cudaLaunchKernel"]
 
 
+def test_export_timeline_flow_ids_are_unique_per_run(tmp_path):
+    """Each rank's trace numbers its flows from its own counter (both ranks here use id 3); in the
+    timeline each flow gets an id of its own, so Perfetto never draws an arrow from one rank to the other."""
+    from conftest import write_trace, x
+
+    for rank in (0, 1):
+        events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                  x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
+                  x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
+                  {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+                  {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+        write_trace(tmp_path / f"r{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2})
+    ok(cli(tmp_path, "import", "r0.json", "r1.json", "-o", "run"))
+    ok(cli(tmp_path, "export", "run", "--timeline", "-o", "tl.json"))
+    out = json.loads((tmp_path / "tl.json").read_text(encoding="utf-8"))["traceEvents"]
+    ends: dict[int, set] = {}
+    for e in out:
+        if e.get("cat") == "ac2g":
+            ends.setdefault(e["id"], set()).add((e["ph"], e["pid"] // 1000))  # pid: rank * 1000 + lane
+    assert sorted(ends.values(), key=sorted) == [{("s", 0), ("f", 0)}, {("s", 1), ("f", 1)}], ends
+
+
 def test_export_timeline_into_a_directory(work, run):
     """`export --timeline` with a directory (the default -o is .) writes timeline_<time>.json in
     it, where it failed with a temporary file's name."""
