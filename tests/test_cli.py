@@ -297,3 +297,20 @@ def test_import_progress_says_when_it_finalises(monkeypatch):
         assert progress.bar.tasks[0].description.startswith("finalising")
     finally:
         progress.close()
+
+
+def test_one_file_outputs_into_a_new_directory_written_with_a_slash(work, run):
+    """`-o new_dir/` (a directory that does not exist yet, said with the trailing slash) gets the
+    report and the timeline inside it, where both were written as a file named `new_dir`."""
+    ok(cli(work, "report", run, "-o", "new_report_dir/"))
+    ok(cli(work, "export", run, "--timeline", "-o", "new_tl_dir/"))
+    assert (work / "new_report_dir" / "report.html").is_file()
+    (timeline,) = (work / "new_tl_dir").iterdir()
+    assert timeline.name.startswith("timeline_") and json.loads(timeline.read_text(encoding="utf-8"))["traceEvents"]
+
+
+def test_version(work):
+    """`prof-engine --version` prints the installed distribution's version and exits 0."""
+    from importlib.metadata import version
+
+    assert ok(cli(work, "--version")).stdout.strip() == f"prof-engine {version('prof-engine')}"

@@ -20,6 +20,23 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from prof_engine import __version__
+
+        print(f"prof-engine {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Profiling traces into Parquet; msprof-style reports through DuckDB SQL."""
+
+
 RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
 StepsOpt = Annotated[Optional[list[int]], typer.Option("--step", "-s", help="Only these steps (repeatable).")]
 
@@ -89,7 +106,8 @@ def import_(
 def export(
     run: RunArg,
     views: Annotated[Optional[list[str]], typer.Argument(help="Views to export (default: the summaries).")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json).")] = Path("."),
+    # text, not Path: pathlib drops the trailing `/` that says `-o new_dir/` is a directory
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json: an existing one, or one written with a trailing /).")] = ".",
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
     steps: StepsOpt = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,
@@ -143,7 +161,7 @@ def show(
 @app.command()
 def report(
     run: RunArg,
-    output: Annotated[Path, typer.Option("--output", "-o", help="The .html file, or a directory for report.html.")] = Path("report.html"),
+    output: Annotated[str, typer.Option("--output", "-o", help="The .html file, or a directory for report.html (an existing one, or one written with a trailing /).")] = "report.html",
     steps: StepsOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 20,
 ) -> None:

@@ -17,7 +17,7 @@ from prof_engine.engine.session import Run, query_error
 from prof_engine.engine.tables import write_csv
 from prof_engine.engine.views import public_views
 from prof_engine.errors import QueryError
-from prof_engine.store.files import atomic_path
+from prof_engine.store.files import atomic_path, output_file
 
 FORMATS = ("csv", "json", "parquet")
 # Views exported when none are named: the summaries (overlap is per interval, not a summary).
@@ -65,9 +65,7 @@ def export_views(
 def export_timeline(run: Run, target: Path | str) -> Path:
     """Write the run as a Chrome trace JSON file (Perfetto / chrome://tracing), streaming. A
     directory as `target` gets `timeline_<YYYYMMDDhhmmss>.json`, as views get their files."""
-    target = Path(target)
-    if target.is_dir():
-        target = target / f"timeline_{dt.datetime.now().strftime('%Y%m%d%H%M%S')}.json"
+    target = output_file(target, f"timeline_{dt.datetime.now().strftime('%Y%m%d%H%M%S')}.json")
     reader = run.con.sql("SELECT event FROM _timeline").to_arrow_reader(50_000)
     with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit": "ms", "otherData": {"producer": "prof-engine"}, "traceEvents": [\n')

@@ -24,6 +24,16 @@ def make_dirs(path: Path) -> None:
         os.chmod(d, DIR_MODE)
 
 
+def output_file(target: str | os.PathLike, default_name: str) -> Path:
+    """The file a one-file output (a report, a timeline) goes to: `target`, or `default_name` inside
+    it when `target` is a directory or is written as one (a trailing `/`; pathlib drops it)."""
+    text = os.fspath(target)
+    path = Path(text)
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        return path / default_name
+    return path
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is renamed onto `path`, else removed."""
