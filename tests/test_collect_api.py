@@ -49,6 +49,42 @@ def test_one_profiler_at_a_time(tmp_path, caplog):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_second_profiler_into_the_same_path_records_beside_the_first(tmp_path, caplog):
+    """A script that makes a Profiler per phase with one path raised RunError (the first's run
+    exists) before its first step. The second records into `<path>_2`, says so, and the first run
+    stays as it was."""
+    schedule = prof_engine.schedule(wait=0, warmup=0, active=2)
+    paths = []
+    for phase in ("warmup", "train"):
+        with caplog.at_level("WARNING", logger="prof_engine"):
+            with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none", schedule=schedule) as prof:
+                for _ in range(2):
+                    mstx.mark(phase)
+                    prof.step()
+        paths.append(prof.run_path)
+    assert paths == [tmp_path / "run", tmp_path / "run_2"]
+    assert f"already recorded into {tmp_path / 'run'}; this Profiler records into {tmp_path / 'run_2'}" in messages(caplog)[0]
+    for path, phase in zip(paths, ("warmup", "train")):
+        with prof_engine.open(path) as run:
+            assert run.sql("SELECT DISTINCT name FROM marks").rows() == [(phase,)]
+
+
+def test_analyse_prints_the_summary_tables(tmp_path, capsys):
+    """`prof.analyse()` printed nothing in a script (it only returned the tables); it prints them
+    as `prof-engine show` does; show=False keeps it quiet."""
+    with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none",
+                              schedule=prof_engine.schedule(wait=0, warmup=0, active=3)) as prof:
+        for _ in range(3):
+            mstx.mark("tick")
+            prof.step()
+    tables = prof.analyse()
+    printed = capsys.readouterr().out
+    assert f"recorded {prof.run_path}" in printed
+    for title in tables:
+        assert title in printed
+    assert prof.analyse(show=False) and capsys.readouterr().out == ""
+
+
 def test_config_file_is_honoured(tmp_path, monkeypatch):
     """PROF_ENGINE_CONFIG sets output, level and schedule of a Profiler made with no arguments."""
     config = tmp_path / "prof.json"

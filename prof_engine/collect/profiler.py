@@ -57,6 +57,7 @@ log = logging.getLogger("prof_engine")
 METADATA_LIMIT = 1 << 20  # bytes of add_metadata / add_metadata_json values per run
 SOURCE_FORMAT = "collector"
 _running: Profiler | None = None  # torch's profiler and the markers are per process: one Profiler at a time
+_outputs_used: dict[Path, int] = {}  # output path -> Profilers of this process that recorded into it
 
 
 class Profiler:
@@ -148,7 +149,8 @@ class Profiler:
 
         rank, world = _rank_and_world()
         output = Path(self.settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}")
-        self.run_path = (output / f"rank{rank}" if world > 1 else output).absolute()
+        output = _next_output(output.absolute())
+        self.run_path = output / f"rank{rank}" if world > 1 else output
         live = LiveRun(self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata)
         traces = live.out / PENDING / "traces"
         make_dirs(traces)
@@ -264,9 +266,10 @@ class Profiler:
 
     # -- analysis -----------------------------------------------------------------------------------
     def analyse(self, export_dir: str | os.PathLike | None = None, fmt: str = "csv", top: int = 10,
-                mode: str = "sync") -> dict:
-        """Stop if still recording; return the summaries `prof-engine show` prints (title → Result),
-        and export them as msprof-named files into `export_dir` when given.
+                mode: str = "sync", show: bool = True) -> dict:
+        """Stop if still recording; print the summaries `prof-engine show` prints (unless
+        `show=False`) and return them (title → Result); export them as msprof-named files into
+        `export_dir` when given.
 
         `mode="async"` (MindSpore's): the export runs in a process of its own (`prof-engine export`,
         into `export_dir`, default `<run>/summaries`) while the program goes on; this returns {} at
@@ -289,9 +292,17 @@ class Profiler:
                                               "-o", str(out), "--format", fmt], stdout=subprocess.DEVNULL)
             return {}
         with open_run(self.run_path) as run:
-            if export_dir is not None:
-                run.export((), export_dir, fmt)
-            return run.summary(top)
+            written = run.export((), export_dir, fmt) if export_dir is not None else []
+            tables = run.summary(top)
+        if show:  # the CLI's printer: analyse() is a face of its own, as `prof-engine show` is
+            from prof_engine.cli import render
+
+            render.out.print(f"prof_engine: recorded {self.run_path}", highlight=False)
+            for title, result in tables.items():
+                render.table(result, title=title)
+            for path in written:
+                render.out.print(f"wrote {path}", highlight=False)
+        return tables
 
     @staticmethod
     def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
@@ -314,6 +325,19 @@ def export_summaries(out_dir: str | os.PathLike | None = None, fmt: str = "csv")
             return run.export((), out_dir if out_dir is not None else Path(run_path) / "summaries", fmt)
 
     return handler
+
+
+def _next_output(output: Path) -> Path:
+    """`output` for the first Profiler of this process that records into it, `<output>_2`, `_3`, ...
+    for the next ones (a Profiler per phase or per loop iteration of one script), so a second
+    recording neither fails on the first one's run nor replaces it. Numbered by use, not by what
+    exists, so every rank of a job picks the same name."""
+    n = _outputs_used[output] = _outputs_used.get(output, 0) + 1
+    if n == 1:
+        return output
+    numbered = output.with_name(f"{output.name}_{n}")
+    log.warning("prof_engine: this program already recorded into %s; this Profiler records into %s", output, numbered)
+    return numbered
 
 
 def _program() -> str:
