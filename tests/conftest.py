@@ -76,7 +76,7 @@ def ascend_database(src: Path, rank: int, name: str | None = None):
     import sqlite3
 
     path = src / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / (name or f"ascend_pytorch_profiler_{rank}.db")
-    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)  # writes no -shm beside it
     con.row_factory = sqlite3.Row
     return con
 

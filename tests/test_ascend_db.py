@@ -267,3 +267,51 @@ def test_compute_info_of_no_task_is_a_finding(tmp_path):
     (source,) = json.loads((path / "manifest.json").read_text(encoding="utf-8"))["sources"]
     (finding,) = [f for f in source["info"]["findings"] if f["rule"] == "unmatched_vendor_rows"]
     assert finding["count"] == 2 and "COMPUTE_TASK_INFO" in finding["detail"]
+
+
+def test_a_read_only_copy_imports_every_rank_and_nothing_is_written_beside_it(tmp_path):
+    """Inputs are opened read-only: rank 0's database is in WAL mode, for which SQLite's `mode=ro`
+    still creates -wal/-shm files beside it, so from a read-only archive (an NFS export) that rank
+    was left out. Now both ranks import and the copy's files are exactly what they were."""
+    import os
+    import shutil
+
+    from conftest import fixture_path
+
+    src = tmp_path / "archive"
+    shutil.copytree(fixture_path("ascend", "torch_npu_2rank_level1_db"), src)
+    before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    for p in [*src.rglob("*"), src]:
+        os.chmod(p, 0o555 if p.is_dir() else 0o444)
+    try:
+        with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as run:
+            assert run.manifest["ranks"] == [0, 1] and not run.manifest["skipped"]
+        assert {p: p.read_bytes() for p in src.rglob("*") if p.is_file()} == before
+    finally:
+        for p in [src, *src.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+
+
+def test_a_database_with_a_write_ahead_log_is_read_whole_from_a_private_copy(tmp_path):
+    """A database whose write-ahead log still holds pages (a profiler killed before it closed) is
+    read with them — from a copy, so nothing is written beside the input."""
+    from prof_engine.importers.ascend_db import _Db
+
+    path = tmp_path / "p.db"
+    writer = sqlite3.connect(path)
+    writer.execute("PRAGMA journal_mode=wal")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (x)")
+    writer.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(100)])
+    writer.commit()
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    for name in ("p.db", "p.db-wal"):  # the files as a killed writer leaves them
+        (frozen / name).write_bytes((tmp_path / name).read_bytes())
+    writer.close()
+    db = _Db(frozen / "p.db")
+    try:
+        assert db.con.execute("SELECT count(*), sum(x) FROM t").fetchone() == (100, sum(range(100)))
+    finally:
+        db.close()
+    assert sorted(p.name for p in frozen.iterdir()) == ["p.db", "p.db-wal"]

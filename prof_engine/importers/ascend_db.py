@@ -31,7 +31,9 @@ as NULL.
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,8 +116,25 @@ class _Db:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         self.columns: dict[str, set[str]] = {}
+        # Nothing is written beside an input (it may lie in a read-only archive): SQLite's read-only
+        # mode still makes -shm/-wal files for a WAL database, so the file is opened immutable, or,
+        # where a write-ahead log with content lies beside it, a private copy of both is read.
+        self._copy: tempfile.TemporaryDirectory | None = None
+        wal = path.with_name(path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            self._copy = tempfile.TemporaryDirectory(prefix="prof_engine_db_")
+            copy = Path(self._copy.name) / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            self.con = sqlite3.connect(copy.as_uri() + "?mode=ro", uri=True)
+        else:
+            self.con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+
+    def close(self) -> None:
+        self.con.close()
+        if self._copy is not None:
+            self._copy.cleanup()
 
     def load_schema(self) -> None:
         """Tables and their columns (PRAGMA table_info); InputError if the record tables are missing."""
@@ -433,5 +452,5 @@ def convert_db(path: Path, file_index: int, sink: Sink,
     except sqlite3.Error as e:
         raise InputError(f"{path}: cannot read as an SQLite profiler database ({e})") from None
     finally:
-        db.con.close()
+        db.close()
     return conv
