@@ -30,11 +30,12 @@ MSPROF_COLUMNS = {
 }
 
 
-def cli(cwd: Path, *args: str, umask0: bool = False) -> subprocess.CompletedProcess:
-    """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
+def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m prof_engine ARGS` in `cwd` (under `umask`; `umask0`: 0); stdout and stderr captured apart."""
+    mask = 0 if umask0 else umask
     return subprocess.run(
         [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        timeout=300, preexec_fn=(lambda: os.umask(0)) if umask0 else None,
+        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None,
     )
 
 
@@ -276,6 +277,17 @@ def test_created_files_not_group_or_world_writable(run, csv_out):
 def test_export_directory_not_group_or_world_writable(csv_out):
     """The export directory that `export -o out` creates is not group/world-writable under umask 0."""
     assert _writable_by_others(csv_out, include_root=True) == []
+
+
+def test_a_stricter_umask_is_respected(tmp_path):
+    """Under umask 077 (a private workspace) every file and directory the import, the export and the
+    report create is private to its owner, where they were made 0644 / 0755 whatever the umask."""
+    write_trace(tmp_path / "t.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 50)])
+    for args in (("import", "t.json", "-o", "run"), ("export", "run", "-o", "out"), ("report", "run", "-o", "r/")):
+        ok(cli(tmp_path, *args, umask=0o077))
+    made = [p for name in ("run", "out", "r") for p in [tmp_path / name, *(tmp_path / name).rglob("*")]]
+    assert len(made) > 10
+    assert [f"{oct(p.stat().st_mode & 0o777)} {p}" for p in made if p.stat().st_mode & 0o077] == []
 
 
 def test_import_progress_says_when_it_finalises(monkeypatch):

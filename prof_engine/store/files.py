@@ -8,12 +8,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-FILE_MODE = 0o644
-DIR_MODE = 0o755
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (`os.umask` can only be
+    read by setting it, which races with threads that create files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What prof-engine creates is never group- or world-writable, and never looser than the user's
+# umask asks (077 keeps runs private). Read at import: a umask is set once, before work starts.
+_MASK = _umask() | 0o022
+FILE_MODE = 0o666 & ~_MASK
+DIR_MODE = 0o777 & ~_MASK
 
 
 def make_dirs(path: Path) -> None:
-    """mkdir -p, with every directory it creates owner-writable only (whatever the umask)."""
+    """mkdir -p, with every directory it creates owner-writable only (`DIR_MODE`)."""
     missing = []
     p = Path(path)
     while not p.exists():
@@ -55,7 +74,7 @@ def write_text(path: Path, text: str) -> None:
 
 
 def restrict_tree(root: Path) -> None:
-    """Make everything under `root` owner-writable only (whatever the umask was)."""
+    """Make everything under `root` owner-writable only (`FILE_MODE`, `DIR_MODE`)."""
     for dirpath, dirnames, filenames in os.walk(root):
         os.chmod(dirpath, DIR_MODE)
         for f in filenames:
