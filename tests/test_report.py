@@ -3,17 +3,48 @@
 from __future__ import annotations
 
 import os
+import random
+import re
 import stat
 import subprocess
 import sys
+from html import escape
 from html.parser import HTMLParser
 
 import pytest
 from conftest import write_trace, x
 
 import prof_engine
+from prof_engine.engine.tables import cell_text
 
-HOSTILE = ['<script>alert("op")</script>', "a & b", "vector<float>", "=HYPERLINK(\"x\")"]
+# A C++ kernel name as long as real ones (ncclDevKernel_..., at::native templates), with `<` and `"`
+LONG = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+        "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int, \"x\")")
+HOSTILE = ['<script>alert("op")</script>', "a & b", "vector<float>", "=HYPERLINK(\"x\")", LONG]
+
+
+def many_steps(tmp, steps: int = 400):
+    """A one-GPU run of `steps` steps of two kernels each, step times spread at random; and each
+    step's time on the device as the raw events give it (first kernel start to last kernel end, µs)."""
+    rnd, events, spans = random.Random(7), [], {}
+    for step in range(1, steps + 1):
+        t = step * 3000
+        events.append(x(f"ProfilerStep#{step}", t, 2000, cat="user_annotation"))
+        for i, name in enumerate(("aten::mm", LONG)):
+            c, start, dur = step * 10 + i, t + 40 + 600 * i, round(rnd.lognormvariate(5.5, 0.3), 3)
+            events += [x(name, t + 10 + 600 * i, 100, **{"External id": c}),
+                       x("cudaLaunchKernel", t + 20 + 600 * i, 5, cat="cuda_runtime", correlation=c, **{"External id": c}),
+                       x(f"{name}_kernel", start, dur, cat="kernel", pid=0, tid=7, correlation=c, device=0, stream=7)]
+        spans[step] = start + dur - (t + 40)
+    return prof_engine.import_trace([write_trace(tmp / "t.json", events)], tmp / "run"), spans
+
+
+def percentile(values, q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    v = sorted(values)
+    i = q * (len(v) - 1)
+    lo = int(i)
+    return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (i - lo)
 
 
 class _Page(HTMLParser):
@@ -89,4 +120,47 @@ def test_report_adds_communication_and_memory_where_the_run_has_them(run, torch_
         plain = r.report(tmp_path / "plain.html").read_text(encoding="utf-8")
     assert "(communication)" not in plain and "(memory)" not in plain and "(op_memory)" not in plain
     # the streams' idle gaps by cause, where the run has device tasks (both do)
-    assert "idle gaps per stream, by cause (idle_time)" in page and "<td>host wait</td>" in plain
+    assert "idle gaps per stream, by cause (idle_time)" in page and "<td class=\"t\">host wait</td>" in plain
+
+
+def test_a_long_name_is_cut_in_its_cell_with_the_whole_name_on_hover(run, tmp_path):
+    with prof_engine.open(run) as r:
+        page = r.report(tmp_path / "r.html").read_text(encoding="utf-8")
+    whole = escape(LONG + "_kernel")
+    assert f'<td class="t" title="{whole}">{whole}</td>' in page  # cut by the style, whole on hover
+    assert "td.t { max-width:" in page and "text-overflow: ellipsis" in page
+    assert re.search(r'<td class="n">[0-9,.]+</td>', page) and "td.n {" in page  # numbers: never cut
+    assert "white-space: nowrap; }" in page.split("td.n {")[1].split("\n")[0]
+
+
+@pytest.fixture(scope="module")
+def steps400(tmp_path_factory):
+    return many_steps(tmp_path_factory.mktemp("steps400"))
+
+
+def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tmp_path):
+    """400 steps: not a bar each (4,000 px), but how many, step time's histogram and percentiles of
+    each part, and the slowest steps; the numbers checked against the raw events."""
+    path, spans = steps400
+    with prof_engine.open(path) as r:
+        page = r.report(tmp_path / "r.html").read_text(encoding="utf-8")
+        hist = r.sql("SELECT * FROM _report_step_histogram").rows()
+    assert "400 step rows (400 steps on 1 device): too many for a bar each" in page
+    assert "step_trace</code>" in page  # where every row is
+    assert not re.search(r"<text[^>]*>rank 0 gpu0 step", page)  # no bar per step
+    times = list(spans.values())
+    p50, p90, p99 = (cell_text(round(percentile(times, q), 3)) for q in (0.5, 0.9, 0.99))
+    assert re.search(rf'<td class="t">Step Time\(us\)</td><td class="n">400</td><td class="n">{cell_text(round(min(times), 3))}</td>'
+                     rf'<td class="n">{p50}</td><td class="n">{p90}</td><td class="n">{p99}</td>'
+                     rf'<td class="n">{cell_text(round(max(times), 3))}</td>', page)
+    # the histogram: 40 bins of equal width, every step in one, as binned from the raw spans
+    lo, hi = min(times), max(times)
+    expected = [0] * 40
+    for t in times:
+        expected[min(int((t - lo) / (hi - lo) * 40), 39)] += 1
+    assert [n for *_, n in hist] == expected and page.count("step rows</title></rect>") == 40
+    # the 10 slowest, longest first
+    slowest = sorted(spans, key=lambda s: -spans[s])[:10]
+    listed = re.findall(r'<tr><td class="n">0</td><td class="t">gpu0</td><td class="n">([0-9]+)</td>',
+                        page.split("The 10 slowest step rows")[1].split("</table>")[0])
+    assert [int(s) for s in listed] == slowest

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Collection
 from queue import Queue
 from typing import IO
 
@@ -15,6 +16,7 @@ import pyarrow.csv as pacsv
 # A cell a spreadsheet would evaluate: starts with = + - @, a tab or a carriage return.
 FORMULA_START = r"^[=+\-@\t\r]"
 _DONE = object()  # the end of write_csv's batches
+TITLED = 16  # characters of a text cell beyond which `html_table` repeats it in `title`, for hover
 
 
 def cell_text(v: object) -> str:
@@ -34,15 +36,23 @@ def is_number(typ: pa.DataType) -> bool:
     return pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ)
 
 
-def html_table(table: pa.Table) -> str:
+def html_table(table: pa.Table, prose: Collection[str] = ()) -> str:
     """`table` as an HTML table: every name and value escaped (op and kernel names come from the
-    profiled program: `<lambda>`, templates), numbers as `cell_text` writes them, right-aligned."""
+    profiled program: `<lambda>`, templates), numbers as `cell_text` writes them, right-aligned.
+    Text cells are of class `t` and carry a long text whole in `title` too, for a page that cuts
+    them to one line (the report: C++ kernel names run to hundreds of characters); those of the
+    `prose` columns, sentences to read whole, are of class `p`."""
     from html import escape
 
-    numeric = [is_number(t) for t in table.schema.types]
+    kinds = ["n" if is_number(t) else "p" if c in prose else "t" for c, t in zip(table.column_names, table.schema.types)]
+
+    def cell(v: object, kind: str) -> str:
+        text = cell_text(v)
+        title = f' title="{escape(text)}"' if kind == "t" and len(text) > TITLED else ""
+        return f'<td class="{kind}"{title}>{escape(text)}</td>'
+
     head = "".join(f"<th>{escape(c)}</th>" for c in table.column_names)
-    rows = "".join("<tr>" + "".join(f'<td class="n">{escape(cell_text(v))}</td>' if n else f"<td>{escape(cell_text(v))}</td>"
-                                    for v, n in zip(row, numeric)) + "</tr>"
+    rows = "".join("<tr>" + "".join(cell(v, k) for v, k in zip(row, kinds)) + "</tr>"
                    for row in zip(*(c.to_pylist() for c in table.columns)))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 

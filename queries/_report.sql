@@ -1,0 +1,57 @@
+-- view: _report
+-- answers: what the HTML report draws of a run with many steps, where one bar per step would be
+--   thousands of pixels: how many steps there are, the distribution of step time and of its parts
+--   (percentiles, a histogram), and the slowest steps. Plain views (created unbound at open, as the
+--   public ones are), so that opening a run binds none of them.
+-- requires: step_trace
+-- _report_steps: step_trace's rows within a step (records outside every step are no step), with
+-- the step time as `show` prints it; every time in µs.
+CREATE OR REPLACE VIEW _report_steps AS
+SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",
+       "Computing", "Communication(Not Overlapped)", "Overlapped", "Free", "Preparing"
+FROM step_trace WHERE "Step" IS NOT NULL;
+
+-- _report_step_count: one row. `Rows` BIGINT: rows of _report_steps (rank, device, step); `Steps`
+-- BIGINT: distinct steps; `Devices` BIGINT: distinct (rank, device).
+CREATE OR REPLACE VIEW _report_step_count AS
+SELECT count(*) AS "Rows", count(DISTINCT "Step") AS "Steps", count(DISTINCT ("Rank", "Device")) AS "Devices"
+FROM _report_steps;
+
+-- _report_step_distribution: one row per part of the step (step time first, then the parts in
+-- step_trace's order) over every rank, device and step. `Part` VARCHAR; `Count` BIGINT: rows with a
+-- value; `Min`, `P50`, `P90`, `P99`, `Max`, `Mean` DOUBLE, µs. Percentiles interpolate linearly
+-- between the two nearest values (quantile_cont: numpy's default).
+CREATE OR REPLACE VIEW _report_step_distribution AS
+WITH parts AS (
+    UNPIVOT (SELECT * EXCLUDE ("Rank", "Device", "Step") FROM _report_steps)
+    ON COLUMNS(*) INTO NAME part VALUE us
+), q AS (
+    SELECT part, count(us) AS n, min(us) AS lo, quantile_cont(us, [0.5, 0.9, 0.99]) AS p, max(us) AS hi, avg(us) AS mean
+    FROM parts GROUP BY part
+)
+SELECT part AS "Part", n AS "Count", lo AS "Min(us)", round(p[1], 3) AS "P50(us)", round(p[2], 3) AS "P90(us)",
+       round(p[3], 3) AS "P99(us)", hi AS "Max(us)", round(mean, 3) AS "Mean(us)"
+FROM q
+ORDER BY list_position(['Step Time(us)', 'Computing', 'Communication(Not Overlapped)', 'Overlapped', 'Free', 'Preparing'], part);
+
+-- _report_step_histogram: step time in 40 bins of equal width from the shortest step to the
+-- longest (one bin where all are equal), empty bins included. `Bin` BIGINT from 0; `From(us)`,
+-- `To(us)` DOUBLE: the bin's bounds (the last bin holds its upper bound); `Count` BIGINT: rows.
+-- Algorithm: bin = floor((t - min) / (max - min) * 40), the maximum put in the last bin.
+CREATE OR REPLACE VIEW _report_step_histogram AS
+WITH r AS (
+    SELECT min("Step Time(us)") AS lo, max("Step Time(us)") AS hi, CASE WHEN max("Step Time(us)") > min("Step Time(us)") THEN 40 ELSE 1 END AS bins
+    FROM _report_steps
+), b AS (
+    SELECT least(floor(("Step Time(us)" - lo) / nullif(hi - lo, 0) * bins), bins - 1)::BIGINT AS bin, count(*) AS n
+    FROM _report_steps, r WHERE "Step Time(us)" IS NOT NULL GROUP BY ALL
+)
+SELECT g.bin AS "Bin", round(lo + (hi - lo) * g.bin / bins, 3) AS "From(us)",
+       round(lo + (hi - lo) * (g.bin + 1) / bins, 3) AS "To(us)", coalesce(b.n, 0) AS "Count"
+FROM r, range(0, r.bins) g(bin) LEFT JOIN b ON coalesce(b.bin, 0) = g.bin
+WHERE r.lo IS NOT NULL
+ORDER BY g.bin;
+
+-- _report_slowest_steps: _report_steps, the longest step first (the report reads the first few).
+CREATE OR REPLACE VIEW _report_slowest_steps AS
+SELECT * FROM _report_steps ORDER BY "Step Time(us)" DESC NULLS LAST, "Rank", "Device", "Step";
