@@ -19,6 +19,7 @@ import msgspec
 
 from prof_engine._allocator import limit_arenas
 from prof_engine._no_pandas import block_pandas, without_pandas
+from prof_engine._process import die_with_parent
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import anomalies, convert_file
@@ -258,7 +259,7 @@ def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Ca
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
     order = deque(sorted(range(len(work)), key=lambda i: -sizes[i]))
     with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_setup) as pool, \
+                             initializer=_worker_setup, initargs=(os.getpid(),)) as pool, \
          ThreadPoolExecutor(max_workers=1, thread_name_prefix="prof-engine-import") as local:
         running: dict[Future, tuple[int, bool]] = {}  # unit, and whether this process converts it
         while order or running:
@@ -276,8 +277,10 @@ def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Ca
     return results  # type: ignore[return-value]
 
 
-def _worker_setup() -> None:
-    """An import worker's process: it never needs pandas, and converts unit after unit."""
+def _worker_setup(parent: int) -> None:
+    """An import worker's process: it dies with its parent, never needs pandas, and converts unit
+    after unit."""
+    die_with_parent(parent)
     block_pandas()
     limit_arenas()
 

@@ -38,7 +38,7 @@ from prof_engine._allocator import fix_mmap_threshold
 from prof_engine._resources import data_dir
 from prof_engine._sql import literal
 from prof_engine.errors import InputError, RunError
-from prof_engine.store.files import make_dirs, merge_tree, restrict_tree, write_text
+from prof_engine.store.files import RunLock, exchange, make_dirs, merge_tree, remove_debris, restrict_tree, write_text
 from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
@@ -466,13 +466,18 @@ class RunBuilder:
     def __init__(self, out: Path, *, force: bool = False) -> None:
         self.out = Path(out).absolute()
         self.force = force
-        if self.out.exists():
-            if not force:
-                raise RunError(f"{self.out}: already exists (pass --force to replace it)")
-            if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
-                raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
-        make_dirs(self.out.parent)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
+        self.lock = RunLock(self.out)  # one writer per run; what killed writers left is ours to remove
+        try:
+            remove_debris(self.out)
+            if self.out.exists():
+                if not force:
+                    raise RunError(f"{self.out}: already exists (pass --force to replace it)")
+                if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
+                    raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
+        except BaseException:
+            self.lock.release()
+            raise
 
     def __enter__(self) -> RunBuilder:
         return self
@@ -480,9 +485,11 @@ class RunBuilder:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
+        self.lock.release()
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self.lock.release()
 
     def unit_dir(self, index: int) -> Path:
         """The directory import unit `index` stages into (`staging/`) and is finalised into (`out/`)."""
@@ -521,6 +528,11 @@ class RunBuilder:
         return self.out
 
     def _publish(self) -> None:
+        """The finished run takes `out`'s place; an old run there is swapped out in one step where
+        the system can, so a reader opening `out` meanwhile finds the old run or the new one."""
+        if self.out.is_dir() and exchange(self.tmp, self.out):
+            shutil.rmtree(self.tmp, ignore_errors=True)  # the old run, now at the staging path
+            return
         old = None
         if self.out.exists():
             old = self.out.with_name(f".{self.out.name}.{uuid.uuid4().hex[:8]}.replaced")

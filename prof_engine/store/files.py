@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from prof_engine.errors import RunError
 
 
 def _umask() -> int:
@@ -96,3 +101,57 @@ def merge_tree(src: Path, dst: Path) -> None:
             raise FileExistsError(f"{target}: already exists")
         else:
             os.rename(entry, target)
+
+
+class RunLock:
+    """The lock of the run at `out`: a `.<name>.lock` file beside it, flock'ed for as long as one
+    process writes the run, so a second writer fails at once instead of replacing the first's
+    run. Released (and its file removed) by `release`, or by the process's death."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out.with_name(f".{out.name}.lock")
+        make_dirs(out.parent)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RunError(f"{out}: another prof-engine process is writing this run; "
+                               f"wait for it, or write to another path") from None
+            try:  # the holder before us may have removed the file we opened: lock the one at the path
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)  # while held: a waiter that opened it retries
+            os.close(self.fd)
+            self.fd = None
+
+
+def remove_debris(out: Path) -> None:
+    """Remove what imports into `out` killed before they finished left beside it (hidden staging
+    and replaced directories). Only while holding `out`'s RunLock: then no live writer owns them."""
+    prefix = f".{out.name}."
+    for p in out.parent.iterdir() if out.parent.is_dir() else ():
+        if p.name.startswith(prefix) and p.name.endswith((".importing", ".replaced")) and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap directories `a` and `b` in one atomic step (Linux renameat2), so a reader of either path
+    sees one or the other, never neither. False where the system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0

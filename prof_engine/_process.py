@@ -1,0 +1,22 @@
+"""Set-up of the worker processes prof-engine starts itself (never of a user's process)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux's PR_SET_PDEATHSIG): a kill -9
+    of an import leaves no worker converting on its own, holding the caller's terminal. Exits at
+    once if the parent is already gone. Elsewhere a no-op."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was armed
+        os._exit(1)
