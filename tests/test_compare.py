@@ -235,10 +235,13 @@ def test_interval_must_clear_the_floor_not_only_the_estimate():
     assert row["Delta"] > row["Noise Floor"] and row["CI Low"] < row["Noise Floor"] and row["Status"] == "no change"
 
 
-def test_too_few_samples_have_no_interval_and_use_the_floor():
-    slower = _report([100.0, 101.0], [110.0, 111.0])
-    assert (slower["CI Low"], slower["CI High"], slower["Status"]) == (None, None, "slower")
-    assert _report([100.0, 101.0], [101.0, 102.0])["Status"] == "no change"
+def test_too_few_samples_are_inconclusive_not_judged_on_the_estimate():
+    """3 against 3 cannot give a 95 % interval (k = floor(4.5 − 1.96·√5.25) = 0): a 10 % shift is
+    `inconclusive`, not significant, and no gate fires on it; 4 against 4 is tested."""
+    few = _report([100.0, 101.0, 102.0], [110.0, 111.0, 112.0])
+    assert (few["CI Low"], few["P Value"], few["Q Value"], few["Status"], few["Significant"]) == (None, None, None, "inconclusive", False)
+    assert not parse_threshold("step > -1000%").fails(few)
+    assert _report([100.0, 101.0, 102.0, 103.0], [110.0, 111.0, 112.0, 113.0])["Status"] == "slower"
 
 
 def test_many_samples_are_thinned_and_the_interval_still_holds():
@@ -306,7 +309,7 @@ def test_threshold_naming_no_item_is_an_error_not_a_pass(cmp):
         cmp.check(["op_type[aten::relu_typo] > +5%"])
 
 
-def test_runs_without_steps_compare_as_one_sample_per_rank(tmp_path):
+def test_runs_without_steps_compare_as_one_sample_per_rank_too_few_to_judge(tmp_path):
     base = 1.7e15
     for name, mm_us in (("a", 10), ("b", 20)):
         write_trace(tmp_path / f"{name}.json", [x("aten::mm", base + i * 100, mm_us) for i in range(5)]
@@ -314,8 +317,8 @@ def test_runs_without_steps_compare_as_one_sample_per_rank(tmp_path):
         prof_engine.import_trace([tmp_path / f"{name}.json"], tmp_path / name)
     rows = _rows(prof_engine.compare(tmp_path / "a", tmp_path / "b", levels=["op"]), "b")
     mm, add = rows[("op", "host", "aten::mm", "")], rows[("op", "host", "aten::add", "")]
-    assert (mm["Status"], mm["Delta"], mm["Base N"], mm["CI Low"]) == ("slower", 50.0, 1, None)
-    assert add["Status"] == "no change"
+    assert (mm["Status"], mm["Delta"], mm["Base N"], mm["CI Low"], mm["Significant"]) == ("inconclusive", 50.0, 1, None, False)
+    assert add["Status"] == "inconclusive"
 
 
 def test_kineto_run_against_ascend_run(tmp_path):

@@ -13,14 +13,18 @@ what is measured; its rows are gathered into `compare_samples` with a `run` colu
 `queries/compare/_shift.sql` and `_report.sql` compute the statistics over it.
 
 The statistics rule (also in `Comparison.method`, printed with every comparison): samples are
-one per rank, device and step (memory: per rank and device); each side has a median and a spread
-(1.4826 × MAD). The change is the Hodges–Lehmann shift — the median of the differences candidate
-− baseline between samples of the same rank (ranks of a job do different work; runs that share no
-rank are pooled) — with a confidence interval (default 95 %) from the rank-stratified Mann–Whitney
-test. It counts only when the whole interval lies beyond the noise floor, max(noise_floor ×
-|baseline median|, 1 µs per step; 1 MB for memory), so a change inside run-to-run noise reads
-`no change`. With too few samples for an interval the estimate itself must pass the floor.
-The algorithm is spelled out in queries/compare/_shift.sql and _report.sql.
+one per rank, device and step; each side has a median and a spread (1.4826 × MAD). The change is
+the Hodges–Lehmann shift — the median of the differences candidate − baseline between samples of
+the same rank (ranks of a job do different work; runs that share no rank are pooled) — with a
+confidence interval (default 95 %) from the rank-stratified Mann–Whitney test. An item with too
+few samples for that interval is `inconclusive`, never judged on its estimate alone. The same
+statistic gives each item a p-value against the noise floor, max(noise_floor × |baseline median|,
+1 µs per step; 1 MB for memory); Benjamini–Hochberg adjusts them within each level, and a change
+counts only when its q-value is at most 1 − confidence and its whole interval lies beyond the
+floor, so run-to-run noise reads `no change` and hundreds of items yield few false findings. An op
+whose input shapes changed is matched by name (`shapes changed`). Runs with no item in common
+are an error, not "no significant change". The algorithm is spelled out in
+queries/compare/_shift.sql and _report.sql.
 """
 
 from __future__ import annotations
@@ -68,12 +72,12 @@ class Settings:
         """The rule, in one paragraph, as printed with every comparison."""
         return (f"Hodges–Lehmann shift (median of the run − baseline differences between samples of the same "
                 f"rank) with a {self.confidence:.0%} confidence interval from the rank-stratified Mann–Whitney test, "
-                f"over one sample per rank, device and step (memory: per rank and device); a change counts only "
-                f"when its whole interval lies "
-                f"beyond the noise floor max({self.noise_floor:.0%} of the baseline median, {self.min_us:g} "
-                f"µs/step; {self.min_mb:g} MB for memory), or, with too few samples for an interval, when the "
-                f"shift itself does.")
-
+                f"over one sample per rank, device and step; an item with too few samples for that interval is "
+                f"inconclusive. A change counts only when its whole interval lies beyond the noise floor "
+                f"max({self.noise_floor:.0%} of the baseline median, {self.min_us:g} µs/step; {self.min_mb:g} MB for "
+                f"memory) and the Benjamini–Hochberg q-value of its p-value (same test, against the floor), "
+                f"adjusted within each level, is at most {1 - self.confidence:.0%}: a false discovery rate of "
+                f"{1 - self.confidence:.0%} per level. Ops whose input shapes changed are matched by name.")
 
 @cache
 def _sql(name: str) -> ViewDef:
@@ -234,4 +238,22 @@ def compare(baseline: RunLike, *candidates: RunLike, levels: Sequence[str] = LEV
     with Batch([baseline, *candidates]) as batch:
         table = batch.report(levels, settings)
         meta = _Meta(batch.labels[0], batch.labels[1:], settings, tuple(levels))
+    _require_common(table, meta)
     return Comparison(table, meta)
+
+
+def _require_common(table: pa.Table, meta: _Meta) -> None:
+    """QueryError unless every run shares an item with the baseline: with nothing on both sides there
+    is nothing to compare, and "no significant change" would be a claim without data."""
+    rows = table.select(["Run", "Status"]).to_pylist()
+    for run in meta.runs:
+        mine = [r["Status"] for r in rows if r["Run"] == run]
+        if any(status not in ("added", "removed") for status in mine):
+            continue
+        levels = ", ".join(meta.levels)
+        only_base, only_run = mine.count("removed"), mine.count("added")
+        why = ("neither has any" if not only_base and not only_run else f"{run} has none" if not only_run else f"{meta.baseline} has none" if not only_base
+               else f"{only_base} only in {meta.baseline}, {only_run} only in {run}")
+        raise QueryError(f"{run} and {meta.baseline} have nothing in common to compare: no item of the levels "
+                         f"{levels} is in both ({why}); check that both runs recorded the same program and that "
+                         f"their ops are classified (prof-engine info RUN)")

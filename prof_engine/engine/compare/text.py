@@ -21,7 +21,7 @@ TITLES = {
     "op": "Ops and kernels by name and input shapes (op_summary)",
     "api": "API calls (api_statistic)",
     "communication": "Communication ops (communication)",
-    "memory": "Memory peak (memory)",
+    "memory": "Memory peak per step (memory)",
 }
 KEY = ("Level", "Device Type", "Item", "Detail")
 
@@ -135,29 +135,48 @@ def _headline(r: dict[str, Any]) -> str:
     base = abs(r["Base Median"] or 0)
     ci = "" if r["CI Low"] is None or not base else \
         f", {_pct(r['CI Low'] / base * 100)} … {_pct(r['CI High'] / base * 100)}"
-    return f"step time {_pct(r['Delta(%)']) or _num(r['Delta'], True) + ' µs'} ({r['Status']}{ci})"
+    status = r["Status"]
+    if status == "inconclusive":
+        status = f"inconclusive: {r['Base N']} vs {r['Run N']} samples"
+    return f"step time {_pct(r['Delta(%)']) or _num(r['Delta'], True) + ' µs'} ({status}{ci})"
 
 
 def verdict(cmp: Comparison) -> str:
-    """One line per run: the step time change, then how many items changed and how."""
+    """One line per run: the step time change, then how many items changed and how, then how many
+    could not be judged (`inconclusive`: too few samples); never "no significant change" for those."""
     lines = []
     rows = cmp.arrow().to_pylist()
+    few = f"too few samples for a {cmp.settings.confidence:.0%} interval"
     for run in cmp.runs:
         mine = [r for r in rows if r["Run"] == run]
         steps = [r for r in mine if r["Level"] == "step" and r["Item"] == "Step Time"]
         counts: dict[str, int] = {}
         for r in mine:
-            if r["Status"] != "no change" and r not in steps:
+            if r["Status"] not in ("no change", "inconclusive") and r not in steps:
                 counts[r["Status"]] = counts.get(r["Status"], 0) + 1
+        unjudged = sum(r["Status"] == "inconclusive" for r in mine if r not in steps)
         found = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         parts = [_headline(r) for r in steps[:1]]
         n = sum(counts.values())
         other = " other" if steps else ""
         parts.append(f"{n}{other} change{'s' if n > 1 else ''}: {found}" if counts else "no other significant change")
-        if not counts and all(r["Status"] == "no change" for r in steps):
-            parts = ["no significant change"]
+        if unjudged:
+            parts.append(f"{unjudged}{other} item{'s' if unjudged > 1 else ''} inconclusive ({few})")
+        judged = [r for r in mine if r["Status"] != "inconclusive"]
+        if not counts and not judged:
+            parts = [f"inconclusive: {few} ({_sample_sizes(mine)})"] + parts[:1]
+        elif not counts and all(r["Status"] == "no change" for r in steps):
+            parts = ["no significant change"] + parts[2:]
         lines.append(f"{run} vs {cmp.baseline}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def _sample_sizes(rows: list[dict[str, Any]]) -> str:
+    """`3 vs 3 samples per item`, or the range where items differ."""
+    def span(values: set[int]) -> str:
+        return f"{min(values)}" if len(values) == 1 else f"{min(values)}–{max(values)}"
+
+    return f"{span({r['Base N'] or 0 for r in rows})} vs {span({r['Run N'] or 0 for r in rows})} samples per item"
 
 
 def _md_escape(text: str) -> str:
