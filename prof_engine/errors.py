@@ -11,6 +11,10 @@ from __future__ import annotations
 class ProfEngineError(Exception):
     """Base class: a user-facing problem, message ready to print."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython/Jupyter show this in place of the traceback: one line, as the CLI prints it
+        return [f"{type(self).__name__}: {self}"]
+
 
 class InputError(ProfEngineError):
     """A source file or directory cannot be read as a trace (missing, empty, truncated, corrupt, unknown)."""
