@@ -165,6 +165,6 @@ def _percentile_chart(distribution: Result) -> str:
                    f'fill="{PART_COLOURS.get(part, "#888")}"/>'
                    f'<line x1="{pos(r["P99(us)"]):.1f}" y1="{y}" x2="{pos(r["P99(us)"]):.1f}" y2="{y + BAR}" stroke="#222"/></g>')
     y = len(rows) * (BAR + GAP) + BAR - 4
-    svg.append(f'<text x="{label}" y="{y}" font-size="11">0 to {escape(cell_text(scale))} µs. Line: min to max; '
-               "box: p50 to p90; tick: p99</text></svg>")
+    svg.append(f'<text x="0" y="{y}" font-size="11">0 to {escape(cell_text(scale))} µs; line: min to max, '
+               "box: p50 to p90, tick: p99</text></svg>")
     return "".join(svg)
