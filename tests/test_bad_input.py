@@ -74,6 +74,7 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
                                                                           '[[1e400]]}', 1)),
     "rank_out_of_range": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
                                                                      '"distributedInfo": {"rank": 9223372036854775808}')),
+    "no_events": ("trace.json", lambda: '{"traceEvents": []}'),  # said an internal staging path was missing
     "base_time_negative": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
                                                                       '"baseTimeNanoseconds": -1e20')),
 }
@@ -91,6 +92,51 @@ def test_import_bad_source(tmp_path, case):
     proc = cli(tmp_path, "import", name, "-o", "run")
     assert_user_error(proc, name)
     assert leftovers(tmp_path, "run") == []
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_import_of_something_not_a_file_or_directory(tmp_path, kind):
+    """/dev/null or a named pipe as the source said "Not a directory" (it was searched as one)."""
+    import os
+
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "pipe")
+    source = "/dev/null" if kind == "device" else "pipe"
+    assert_user_error(cli(tmp_path, "import", source, "-o", "run"), source, "not a trace file or a directory")
+    assert leftovers(tmp_path, "run") == []
+
+
+def test_an_unreadable_rank_is_left_out_not_the_import(tmp_path, monkeypatch):
+    """One rank file that cannot be read (permissions, an I/O error) failed the whole directory
+    import with an OSError; it is left out and listed, as any failing rank is."""
+    import prof_engine
+    from prof_engine import importers
+
+    for rank in (0, 1):
+        (tmp_path / f"r{rank}.json").write_text(trace_text(2 + rank), encoding="utf-8")
+    convert = importers._convert_unit
+
+    def unreadable(unit, *args):
+        if unit.path.name == "r1.json":
+            raise PermissionError(13, "Permission denied", str(unit.path))
+        return convert(unit, *args)
+
+    monkeypatch.setattr(importers, "_convert_unit", unreadable)
+    with prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run", jobs=1)) as run:
+        assert run.manifest["ranks"] == [0]
+        assert run.manifest["skipped"] == [{"error": f"{tmp_path / 'r1.json'}: cannot read: Permission denied"}]
+
+
+def test_a_device_label_no_file_system_holds_is_refused_in_one_line():
+    """An Ascend process label `NPU <300 characters>` became a 300-character device, whose
+    partition directory failed with "File name too long": a label that is no number names the
+    file's own device, and a label too long for a directory is refused as an input error."""
+    from prof_engine.errors import InputError
+    from prof_engine.store.partitions import partition_dir
+
+    with pytest.raises(InputError, match="too long to be a device"):
+        partition_dir("npu" + "x" * 300, 1)
+    assert partition_dir("npu12", 3) == "device=npu12/step=3"
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import multiprocessing
 import os
@@ -80,6 +81,9 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
     for src in map(Path, sources):
         if not src.exists():
             raise InputError(f"{src}: no such file or directory")
+        if not src.is_file() and not src.is_dir():
+            raise InputError(f"{src}: not a trace file or a directory (a device, a pipe or a socket); "
+                             f"give the trace file or the profiler's output directory")
         if src.is_file():
             found.append(Source(src, "mindspore_cpu" if mindspore_cpu.TIMESTAMP.fullmatch(src.name) else detect(src)))
             continue
@@ -239,6 +243,9 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
     try:
         info = _convert(unit, index, sink, advance or (lambda n: None))
         sink.close()
+        if not any(sink.root.glob("*/*.parquet")):
+            raise InputError(f"{unit.path}: no trace events: an empty profile "
+                             f"(did the profiler's schedule reach an active step?)")
         drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
         return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], memory_limit=memory_limit,
                                    threads=threads, label=str(unit.path))
@@ -247,6 +254,10 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
         shutil.rmtree(unit_dir, ignore_errors=True)
         if isinstance(e, ProfEngineError):
             return e
+        if isinstance(e, OSError) and e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            # the unit's input cannot be read (permissions, an I/O error): left out as a bad unit is;
+            # a full disk is no unit's fault and fails the import
+            return InputError(f"{e.filename or unit.path}: cannot read: {e.strerror or e}")
         raise
 
 

@@ -268,7 +268,8 @@ class AscendConverter(ChromeConverter):
         label = self.label.get(_text(ev.pid) or "", "CPU")
         if not label.startswith("NPU"):
             return "host"
-        return f"npu{label[3:].strip() or self.device_index}"
+        index = label[3:].strip()  # "NPU 3"; anything but a number names this file's device
+        return f"npu{index if index.isdigit() and len(index) < 10 else self.device_index}"
 
     def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
         pid = _text(ev.pid) or ""

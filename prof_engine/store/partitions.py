@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from prof_engine.errors import InputError
 from prof_engine.schema import PARTITION_KEYS
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -89,6 +90,8 @@ def partition_dir(device: str, step: int | None = None, keys: tuple[str, ...] = 
     """`device=<d>/step=<n>` (or `device=<d>` for a table partitioned by device alone), escaped like
     DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
+    if len(path) > 200:  # a directory name the file system may refuse (255 bytes): no real device label
+        raise InputError(f"device label {device[:40]!r}… ({len(device)} characters) is too long to be a device")
     return path if "step" not in keys else f"{path}/step={NULL_PARTITION if step is None else int(step)}"
 
 
