@@ -33,9 +33,11 @@ MSPROF_COLUMNS = {
 def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -> subprocess.CompletedProcess:
     """Run `python -m prof_engine ARGS` in `cwd` (under `umask`; `umask0`: 0); stdout and stderr captured apart."""
     mask = 0 if umask0 else umask
+    # os.environ, not the process's environment: once the test session imports readline, that holds
+    # COLUMNS=80, which the CLI honours (piped output is otherwise not cut)
     return subprocess.run(
         [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None,
+        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None, env=dict(os.environ),
     )
 
 

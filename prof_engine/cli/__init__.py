@@ -39,6 +39,7 @@ def _main(
 
 RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
 StepsOpt = Annotated[Optional[list[int]], typer.Option("--step", "-s", help="Only these steps (repeatable).")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")]
 
 
 class _Progress:
@@ -131,12 +132,18 @@ def query(
     sql: Annotated[str, typer.Argument(help="SQL over the run's tables and views.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json (JSON lines).")] = "table",
     steps: StepsOpt = None,
+    limit: Annotated[int, typer.Option(min=0, help="Rows a table prints (0: all); csv and json print all.")] = 1000,
+    wide: WideOpt = False,
 ) -> None:
     """Run SQL. Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
+    from functools import partial
+
     from prof_engine import open
     from prof_engine.cli import render
 
-    writers = {"table": render.table, "csv": render.csv, "json": render.json_lines}
+    table = partial(render.table, limit=limit or None, wide=wide, hint="--wide or --format csv shows all",
+                    more="--limit N shows more, --format csv all")
+    writers = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
     with open(run, steps) as r:
@@ -147,7 +154,8 @@ def query(
 def show(
     run: RunArg,
     steps: StepsOpt = None,
-    top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 10,
+    top: Annotated[int, typer.Option(min=1, help="Rows per table (the step breakdown: 10 times as many).")] = 10,
+    wide: WideOpt = False,
 ) -> None:
     """Print the step breakdown, top ops, op statistics and API statistics."""
     from prof_engine import open
@@ -155,7 +163,8 @@ def show(
 
     with open(run, steps) as r:
         for title, result in r.summary(top).items():
-            render.table(result, title=title)
+            render.table(result, title=title, wide=wide,
+                         more=f"a larger --top shows more; `prof-engine export {run}` writes all")
 
 
 @app.command()
@@ -178,6 +187,7 @@ def report(
 def check(
     run: RunArg,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a warning rule fired (notes do not count).")] = False,
+    wide: WideOpt = False,
 ) -> None:
     """List what the import had to guess (the data_quality view), per rank, device and rule.
     Example: [bold]prof-engine check run[/bold]"""
@@ -190,7 +200,7 @@ def check(
     for s in skipped:
         render.err.print(f"left out: {s['error']}", highlight=False)
     if len(found):
-        render.table(found, title=f"{run}: data quality")
+        render.table(found, title=f"{run}: data quality", wide=wide)
     elif not skipped:
         render.out.print(f"{run}: no data-quality rule fired: the import guessed nothing", highlight=False)
     if strict and (warnings or skipped):

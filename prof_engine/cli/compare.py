@@ -41,35 +41,32 @@ def _gates(texts: list[str]) -> list[Threshold]:
         raise typer.BadParameter(str(e), param_hint="--fail-if") from None
 
 
-def _table(cmp: Comparison, top: int) -> None:
-    from rich.table import Table
-
-    from prof_engine.cli.render import out
+def _table(cmp: Comparison, top: int, wide: bool = False) -> None:
+    from prof_engine.cli.render import Column, grid, note, out
     from prof_engine.engine.compare.text import level_tables, verdict
 
     out.print(f"[bold]Compared with {cmp.baseline}[/bold]: {', '.join(cmp.runs)}", highlight=False)
+    # left out first when the console is narrow: what the verdict needs least (calls, interval, where)
+    keep = ["Item", "Status", "Delta %", "Delta", "Run median ± spread", "Base median ± spread", *cmp.runs, "Base",
+            "Detail"]
     for t in level_tables(cmp, top):
-        table = Table(title=t.title, title_justify="left", title_style="bold", header_style="bold cyan")
-        for h in t.headers:
-            text = h in ("Item", "Where", "Detail", "Status")
-            table.add_column(h, justify="left" if text else "right", no_wrap=True,
-                             max_width=48 if text else None, overflow="ellipsis" if text else "fold")
-        for row in t.rows:
-            style = _STATUS_STYLE.get(row[-1]) if len(cmp.runs) == 1 else None
-            table.add_row(*row, style=style)
-        out.print(table)
+        columns = [Column(h) if h in ("Item", "Where", "Detail", "Status") else Column(h, "number", "right")
+                   for h in t.headers]
+        styles = [_STATUS_STYLE.get(row[-1]) for row in t.rows] if len(cmp.runs) == 1 else None
+        grid(columns, t.rows, title=t.title, wide=wide, priority=keep, styles=styles,
+             hint="--wide or --format csv shows all")
         if t.hidden:
-            out.print(f"[dim]… {t.hidden} more rows ({t.hidden_changed} changed); --top 0 shows all[/dim]")
+            note(f"… {t.hidden} more rows ({t.hidden_changed} changed); --top 0 shows all")
     out.print(verdict(cmp), highlight=False)
     out.print(f"[dim]Method: {cmp.method}[/dim]", highlight=False)
 
 
-def _write(cmp: Comparison, fmt: str, top: int) -> None:
+def _write(cmp: Comparison, fmt: str, top: int, wide: bool = False) -> None:
     from prof_engine.cli import render
     from prof_engine.engine.compare.text import verdict
 
     if fmt == "table":
-        _table(cmp, top)
+        _table(cmp, top, wide)
     elif fmt == "markdown":
         sys.stdout.write(cmp.markdown(top) + "\n")
     elif fmt == "csv":
@@ -90,6 +87,7 @@ def compare(
     top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
     noise_floor: Annotated[float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")] = 2.0,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,
+    wide: Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")] = False,
 ) -> None:
     """Compare runs with a baseline: step time and breakdown, op types, ops, APIs, communication, memory.
 
@@ -104,7 +102,7 @@ def compare(
     gates = _gates(fail_if or [])
     base, others = _runs(runs, baseline)
     cmp = compare_runs(base, *others, levels=level or LEVELS, noise_floor=noise_floor / 100, confidence=confidence)
-    _write(cmp, fmt, top)
+    _write(cmp, fmt, top, wide)
     try:
         reasons = cmp.check(gates)
     except ThresholdError as e:

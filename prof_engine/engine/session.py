@@ -40,8 +40,10 @@ def _ident(name: str) -> str:
 class Result:
     """The answer to a query: one result type, converted on demand (`.arrow()`, `.pl()`, `.df()`)."""
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, total: int | None = None) -> None:
         self._table = table
+        # rows of the whole answer, where this holds only its first ones (`Run.summary`'s tables)
+        self.total = table.num_rows if total is None else total
 
     @property
     def columns(self) -> list[str]:
@@ -244,10 +246,10 @@ class Run:
             tables[QUALITY_TITLE] = self.sql(
                 'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality WHERE "Level" = \'warning\'')
         tables |= {
-            STEPS_TITLE: self.sql("SELECT * FROM summary_steps(?)", [n * 10]),
-            f"Top {n} ops by duration": self.sql("SELECT * FROM summary_top_ops(?)", [n]),
-            f"Top {n} op types (op_statistic)": self.sql("SELECT * FROM summary_op_types(?)", [n]),
-            f"Top {n} API calls (api_statistic)": self.sql("SELECT * FROM summary_apis(?)", [n]),
+            STEPS_TITLE: self._head("summary_steps", n * 10),
+            f"Top {n} ops by duration": self._head("summary_top_ops", n),
+            f"Top {n} op types (op_statistic)": self._head("summary_op_types", n),
+            f"Top {n} API calls (api_statistic)": self._head("summary_apis", n),
         }
         advice = self.sql("SELECT * FROM summary_advice(?)", [n])
         if len(advice):
@@ -260,10 +262,19 @@ class Run:
                                  (f"Top {n} communication op types (communication)", "summary_comm"),
                                  (f"Top {n} memory peaks (memory)", "summary_memory"),
                                  (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory")):
-                result = self.sql(f"SELECT * FROM {macro}(?)", [n])
+                result = self._head(macro, n)
                 if len(result):
                     tables[title] = result
         return tables
+
+    def _head(self, macro: str, limit: int) -> Result:
+        """The first `limit` rows of the summary table macro `macro`, with `total` its row count in
+        full: counted (the macro without a limit) only where there are more rows than that."""
+        head = self.sql(f"SELECT * FROM {macro}(?)", [limit + 1])
+        if len(head) <= limit:
+            return head
+        total = self.sql(f"SELECT count(*) FROM {macro}(NULL)").rows()[0][0]
+        return Result(head.arrow().slice(0, limit), total)
 
     def quality(self) -> Result:
         """The `data_quality` view: what the import had to guess, per rank, device and rule."""
