@@ -178,3 +178,32 @@ def test_compare_at_80_columns_keeps_its_numbers_whole(compare_runs):
             for header, cell in zip(t.headers, row):
                 if header not in hidden and header not in ("Item", "Where", "Detail", "Status") and re.search(r"\d", cell):
                     assert re.search(rf"(?<![\w,.]){re.escape(cell)}(?![\w,.])", text), (t.title, header, cell)
+
+
+def test_check_keeps_the_detail_and_names_what_it_hides(nccl_run):
+    """`check` at 80 columns: the rule, its count (whole) and what it found here stay; the columns
+    that do not fit are named, where rich squeezed each sentence into a sliver."""
+    out = cli(80, "check", nccl_run)
+    assert max(len(line) for line in out.splitlines() if not line.startswith("… ")) <= 80
+    hidden = hidden_columns(out.splitlines())
+    assert "Meaning" in hidden and not {"Rule", "Count", "Detail"} & set(hidden)
+    with prof_engine.open(nccl_run) as r:
+        (count,), = r.sql("SELECT \"Count\" FROM data_quality WHERE \"Rule\" = 'missing_ranks'").rows()
+    (row,) = [cells for cells in body_rows(out.splitlines()) if "missing_ranks" in cells]
+    assert cell_text(count) in row
+
+
+def test_a_number_wider_than_the_console_prints_whole(monkeypatch):
+    """At 10 columns a 16-character number still prints on one line, whole (rich folded it)."""
+    import io
+
+    import pyarrow as pa
+    from rich.console import Console
+
+    from prof_engine.cli import render
+    from prof_engine.engine import Result
+
+    monkeypatch.setattr(render, "out", Console(file=io.StringIO(), width=10, soft_wrap=False))
+    render.table(Result(pa.table({"Time(us)": [123_456_789_012.5], "Name": ["aten::mm"]})))
+    text = render.out.file.getvalue()
+    assert "123,456,789,012.5" in text and "… 1 column hidden (Name)" in text

@@ -200,7 +200,9 @@ def check(
     for s in skipped:
         render.err.print(f"left out: {s['error']}", highlight=False)
     if len(found):
-        render.table(found, title=f"{run}: data quality", wide=wide)
+        # kept longest: what the rule found here (Detail) over its general sentence (Meaning)
+        render.table(found, title=f"{run}: data quality", wide=wide,
+                     priority=["Rule", "Level", "Detail", "Count", "Rank", "Device", "Share(%)"])
     elif not skipped:
         render.out.print(f"{run}: no data-quality rule fired: the import guessed nothing", highlight=False)
     if strict and (warnings or skipped):

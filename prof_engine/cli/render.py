@@ -134,10 +134,11 @@ def note(text: str) -> None:
 
 
 def table(result: Result, title: str | None = None, limit: int | None = None, *, wide: bool = False,
-          more: str = "", hint: str = "--wide shows all") -> None:
+          more: str = "", hint: str = "--wide shows all", priority: Sequence[str] | None = None) -> None:
     """Print `result` as a terminal table (its first `limit` rows): numbers whole, names wrapped,
-    columns that do not fit named in a note; `… N more rows` (then `more`, how to see them) where
-    rows were left out, here or by the query (`Result.total`)."""
+    columns that do not fit named in a note (`priority`: the columns kept longest, most important
+    first; by default the main time column and the identity ones); `… N more rows` (then `more`,
+    how to see them) where rows were left out, here or by the query (`Result.total`)."""
     arrow = result.arrow()
     head = arrow.slice(0, limit) if limit else arrow
     columns = [Column(name, "number", "right") if is_number(typ) else Column(name, "prose" if name in PROSE else "text")
@@ -145,7 +146,8 @@ def table(result: Result, title: str | None = None, limit: int | None = None, *,
     cols = [[cell_text(v) for v in c.to_pylist()] for c in head.columns]
     rows = list(zip(*cols)) if cols else []
     grid(columns, rows, title=title, wide=wide, hint=hint,
-         priority=_main_value(columns) + [c.header for c in columns if c.header in IDENTITY])
+         priority=_main_value(columns) + [c.header for c in columns if c.header in IDENTITY]
+         if priority is None else priority)
     if (left := result.total - head.num_rows) > 0:
         note(f"… {left:,} more row{'s' if left > 1 else ''}" + (f": {more}" if more else ""))
 
