@@ -81,7 +81,7 @@ def measure(browser: str, report: Path, out: Path) -> dict:
     page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     proc = _chromium(browser, out / f"profile-{report.stem}", f"--window-size={WIDTH},2400",
                      f"--screenshot={out / (report.stem + '.png')}", "--dump-dom", page.as_uri())
-    found = re.search(r'<pre id="measured"[^>]*>(.*?)</pre>', proc.stdout, re.S)
+    found = re.search(r'<pre id="measured"[^>]*>(.*?)</pre>', proc.stdout, re.DOTALL)
     assert found, f"the page did not finish: {proc.stderr[-2000:]}"
     return json.loads(unescape(found.group(1)))
 

@@ -14,6 +14,7 @@ the slowest listed, not one bar each (421 steps drew 4,000 px of bars before the
 
 from __future__ import annotations
 
+import shlex
 from html import escape
 from pathlib import Path
 
@@ -31,7 +32,7 @@ MANY_STEPS = 30  # step rows (rank, device, step) beyond which the steps are sum
 SLOWEST = 10  # the slowest step rows listed when summarised
 HIST_W, HIST_H, PERCENTILE_W = 440, 90, 250  # px: the step-time histogram's plot area, the percentiles' scale
 # Columns of sentences, which wrap; other text (op, kernel, file names) is cut to one line.
-PROSE = frozenset({"value", "Detail", "Meaning", "Finding", "Suggestion", "Views", "Note"})
+PROSE = frozenset({"value", "Detail", "Meaning", "Finding", "Suggestion", "Views", "Query", "Note"})
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -86,7 +87,7 @@ def _steps(run: Run, steps: Result) -> str:
     where = f"{devices:,} ranks/devices" if devices > 1 else "1 device"
     note = (f"<p>{rows:,} step rows ({distinct:,} steps on {where}): too many for a bar each, so their "
             f"distribution, and the {min(SLOWEST, rows)} slowest. Every row: "
-            f"<code>prof-engine export {escape(str(run.path))} step_trace</code>.</p>")
+            f"<code>prof-engine export {escape(shlex.quote(str(run.path)))} step_trace</code>.</p>")
     distribution = run.sql("SELECT * FROM _report_step_distribution")
     histogram = _histogram(run.sql("SELECT * FROM _report_step_histogram"))
     slowest_title = f"<h3>The {min(SLOWEST, rows)} slowest step rows</h3>"
@@ -146,12 +147,16 @@ def _histogram(bins: Result) -> str:
 
 
 def _percentile_chart(distribution: Result) -> str:
-    """Each part's spread on one scale from 0: a line from min to max, a box from p50 to p90, a
-    tick at p99."""
+    """Each part's spread on one scale from 0 (or the least value, where a part goes below it): a
+    line from min to max, a box from p50 to p90, a tick at p99."""
     rows = [dict(zip(distribution.columns, r)) for r in distribution.rows()]
-    scale = max((r["Max(us)"] or 0 for r in rows), default=0) or 1
+    low = min((r["Min(us)"] or 0 for r in rows), default=0)
+    low, high = min(low, 0), max((r["Max(us)"] or 0 for r in rows), default=0)
     label, width = LABEL + 20, PERCENTILE_W  # (the parts' names are longer than the bars' labels)
-    pos = lambda v: label + (v or 0) / scale * width  # noqa: E731 (the x of a value in µs)
+
+    def pos(v: float | None) -> float:  # the x of a value in µs
+        return label + ((v or 0) - low) / ((high - low) or 1) * width
+
     svg = [_svg(label + width + 10, (len(rows) + 1) * (BAR + GAP), "step time and its parts: percentiles")]
     for i, r in enumerate(rows):
         y, part, mid = i * (BAR + GAP), r["Part"], i * (BAR + GAP) + BAR / 2
@@ -165,6 +170,6 @@ def _percentile_chart(distribution: Result) -> str:
                    f'fill="{PART_COLOURS.get(part, "#888")}"/>'
                    f'<line x1="{pos(r["P99(us)"]):.1f}" y1="{y}" x2="{pos(r["P99(us)"]):.1f}" y2="{y + BAR}" stroke="#222"/></g>')
     y = len(rows) * (BAR + GAP) + BAR - 4
-    svg.append(f'<text x="0" y="{y}" font-size="11">0 to {escape(cell_text(scale))} µs; line: min to max, '
+    svg.append(f'<text x="0" y="{y}" font-size="11">{escape(cell_text(low))} to {escape(cell_text(high))} µs; line: min to max, '
                "box: p50 to p90, tick: p99</text></svg>")
     return "".join(svg)
