@@ -1,31 +1,108 @@
 -- view: advice
--- answers: what to look at first — findings from the other views that usually cost a training
---   job time, each with the numbers behind it, what it suggests and which views show it: the
---   device idle within its steps, communication not hidden by compute, a slow start of each step,
---   waiting for the DataLoader, launch-bound kernels, copies from pageable memory, the host
---   waiting on the device, slow ranks.
+-- answers: what to look at first — findings from the other views that cost a training job time,
+--   each with the numbers behind it, what it suggests, which views show it and a query over them
+--   that does: communication not hidden by compute, the device idle after the host's
+--   synchronizations, during copies from pageable memory, waiting for the DataLoader, before each
+--   step's first work and otherwise, launch-bound kernels, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, _overlap, _task_launches, memcpy_statistic, api_statistic, slow_rank, slices, _classify, run_ranks
+-- requires: step_trace, _step_lanes, _lane_intervals, _task_launches, slow_rank, slices, _classify, run_ranks
 -- column `Rank` INTEGER: global rank the finding is about
--- column `Device` VARCHAR: its device (`host` for findings about the host)
--- column `Rule` VARCHAR: device_idle, exposed_communication, slow_step_start, slow_dataloader, launch_bound, pageable_copies, host_sync, slow_rank
+-- column `Device` VARCHAR: its device (`host` for a rank without device records: its CPU ops are the activity)
+-- column `Rule` VARCHAR: exposed_communication, host_sync, pageable_copies, slow_dataloader, slow_step_start, device_idle, launch_bound, slow_rank
 -- column `Severity` VARCHAR: high (over the rule's second threshold: 30 % of the steps' time, 3 in 4 tasks launch-bound, a rank slow in 2 steps or more) or medium
 -- column `Finding` VARCHAR: what the numbers say
 -- column `Suggestion` VARCHAR: what usually helps
 -- column `Views` VARCHAR: where to look next
--- column `Share(%)` DOUBLE: the time the finding is about, as a share of the steps' time (NULL where not a time)
--- Thresholds: a share of the steps' device time (the union of step_trace's spans) of 10 % is a finding,
--- 30 % a high one (host syncs: 5 %, pageable copies: 1 %); launch-bound: half of at least 100
--- tasks shorter than their launch call (a CUDA graph's tasks do not count: one call launched them all).
-WITH steps AS (  -- each device's steps, summed; shares are of the union of the steps' spans
-                -- (`span`, µs), as steps that overlap hold some time twice
-    SELECT t."Rank" AS rank, t."Device" AS device, count(*) AS n,
-           coalesce(any_value(o.span) / 1e3, sum("End Time(us)" - "Start Time(us)"))::DOUBLE AS span,
-           sum("Free") AS free, sum("Communication(Not Overlapped)") AS exposed, sum("Preparing") AS preparing
-    FROM step_trace t LEFT JOIN _step_overlaps o ON o.rank = t."Rank" AND o.device = t."Device"
-    WHERE t."Step" IS NOT NULL AND t."Device" <> 'host' GROUP BY t."Rank", t."Device"
-    HAVING sum("End Time(us)" - "Start Time(us)") > 0
+-- column `Share(%)` DOUBLE: the time the finding holds, as a share of the device's steps' time (NULL where not a time); a device's shares add up to 100 % at most
+-- column `Query` VARCHAR: a query over the views above that shows the finding's numbers
+-- A time rule counts only time lost to the device (a rank without device records: to its host),
+-- within its steps' time: the union of each step's span (first to last Computing or
+-- Communication, step_trace) and of the time before it from the host's step start, where no
+-- step's span runs (Preparing less what an earlier step's span holds). Each instant of it is
+-- one rule's at most, first that applies of:
+--   exposed_communication: communication no computing hides (Communication(Not Overlapped));
+--   host_sync: idle in a stream's gap that a synchronization call ended in and whose task the
+--     host launched after the gap began (idle_time's `host wait`): the device drained, then
+--     waited for the host; a host blocked while the device works loses nothing;
+--   pageable_copies: idle while a copy to or from pageable host memory ran;
+--   slow_dataloader: idle while the host waited for the next batch (`enumerate(DataLoader)...__next__`);
+--   slow_step_start: the rest of the idle before each step's first work;
+--   device_idle: the rest of the idle within the steps' spans (Free).
+-- Idle: no Computing or Communication of any step (step_trace's Free and the time before a span).
+-- Thresholds: 10 % of the steps' time is a finding, 30 % a high one (host_sync: 5 %,
+-- pageable_copies: 1 %); launch-bound: half of at least 100 tasks shorter than their launch call
+-- (a CUDA graph's tasks do not count: one call launched them all); slow_rank: as slow_rank lists
+-- ranks (3 ranks or more). A rank without device records is checked for the rules that apply to
+-- its host: exposed_communication, slow_dataloader, slow_step_start and slow_rank.
+-- Algorithm of the shares: the steps' spans, the time before them, the Free intervals of the
+-- steps a cause touches and the causes' intervals cut each device's time at every start and end
+-- (+1 at a start, -1 at an end, a cumulative sum per class); each piece between two cuts goes to
+-- the first rule that covers it.
+WITH steps AS (  -- each step's span on each device, with the host's step start before it, ns
+    SELECT rank, device, step, least(coalesce(step_start, span_start), span_start) AS s0, span_start, span_end,
+           coalesce(free, 0) AS free, coalesce(not_overlapped, 0) AS exposed, first_active - step_start AS preparing
+    FROM _step_lanes WHERE step IS NOT NULL AND span_end > span_start
+), causes AS (  -- the intervals of the idle rules' causes on each device, ns
+    SELECT g.rank, g.device, 'host_sync' AS class, g.s, g.e
+    FROM (SELECT y.rank, d.device, d.stream, y.ts + y.dur AS ended
+          FROM slices y JOIN (SELECT DISTINCT rank, device, stream FROM _task_launches WHERE gap_cause = 'host wait') d
+            ON d.rank = y.rank
+          WHERE y.kind = 'api' AND y.name ILIKE '%synchronize%') y
+    -- the first host-waited gap of each stream that ends after the call ended: it holds that end, or none does
+    ASOF JOIN (SELECT rank, device, stream, ts - wait AS s, ts AS e FROM _task_launches WHERE gap_cause = 'host wait') g
+      ON g.rank = y.rank AND g.device = y.device AND g.stream = y.stream AND g.e >= y.ended
+    WHERE g.s <= y.ended
+    UNION ALL
+    SELECT rank, device, 'pageable_copies', ts, ts + dur FROM slices
+    WHERE device <> 'host' AND kind = 'memcpy' AND name ILIKE '%pageable%' AND step IS NOT NULL
+    UNION ALL
+    SELECT d.rank, k.device, 'slow_dataloader', d.ts, d.ts + d.dur
+    FROM slices d JOIN (SELECT DISTINCT rank, device FROM steps) k ON k.rank = d.rank
+    WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
+      AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
+), touched AS (  -- the steps whose time a cause shares: only their Free intervals need cutting
+    SELECT DISTINCT s.rank, s.device, s.step FROM steps s
+    JOIN causes c ON c.rank = s.rank AND c.device = s.device AND c.s < s.span_end AND c.e > s.s0
+), pieces AS (
+    SELECT rank, device, 'span' AS class, span_start AS s, span_end AS e FROM steps
+    UNION ALL SELECT rank, device, 'pre', s0, span_start FROM steps WHERE s0 < span_start
+    UNION ALL SELECT rank, device, class, s, e FROM causes WHERE e > s
+    UNION ALL SELECT l.rank, l.device, 'free', l.ts, l.ts + l.dur
+    FROM _lane_intervals l SEMI JOIN touched t ON t.rank = l.rank AND t.device = l.device AND t.step = l.step
+    WHERE l.type = 'Free' AND l.dur > 0
+), cuts AS (  -- after every start and end at t: how many pieces of each class cover [t, the next cut)
+    SELECT DISTINCT rank, device, t,
+           coalesce(sum(d) FILTER (WHERE class = 'span') OVER w, 0) AS span,
+           coalesce(sum(d) FILTER (WHERE class = 'pre') OVER w, 0) AS pre,
+           coalesce(sum(d) FILTER (WHERE class = 'free') OVER w, 0) AS free,
+           coalesce(sum(d) FILTER (WHERE class = 'host_sync') OVER w, 0) AS sync,
+           coalesce(sum(d) FILTER (WHERE class = 'pageable_copies') OVER w, 0) AS copy,
+           coalesce(sum(d) FILTER (WHERE class = 'slow_dataloader') OVER w, 0) AS loader
+    FROM (SELECT rank, device, class, s AS t, 1 AS d FROM pieces UNION ALL SELECT rank, device, class, e, -1 FROM pieces)
+    WINDOW w AS (PARTITION BY rank, device ORDER BY t RANGE UNBOUNDED PRECEDING)
+), cut AS (
+    SELECT *, lead(t) OVER (PARTITION BY rank, device ORDER BY t) - t AS len,
+           CASE WHEN free > 0 THEN 'free' WHEN pre > 0 AND span = 0 THEN 'pre' END AS idle,
+           CASE WHEN sync > 0 THEN 'host_sync' WHEN copy > 0 THEN 'pageable_copies' WHEN loader > 0 THEN 'slow_dataloader' END AS cause
+    FROM cuts
+), lost AS (  -- per device: its steps' time, the idle before its spans, and the idle each cause holds, ns
+    SELECT c.rank, c.device, coalesce(sum(len) FILTER (WHERE span > 0 OR pre > 0), 0)::DOUBLE AS total,
+           coalesce(sum(len) FILTER (WHERE idle = 'pre'), 0)::DOUBLE AS pre,
+           coalesce(sum(len) FILTER (WHERE idle = 'pre' AND cause IS NOT NULL), 0)::DOUBLE AS pre_caused,
+           coalesce(sum(len) FILTER (WHERE idle = 'free' AND cause IS NOT NULL), 0)::DOUBLE AS free_caused,
+           coalesce(sum(len) FILTER (WHERE idle IS NOT NULL AND cause = 'host_sync'), 0)::DOUBLE AS sync,
+           coalesce(sum(len) FILTER (WHERE idle IS NOT NULL AND cause = 'pageable_copies'), 0)::DOUBLE AS copies,
+           coalesce(sum(len) FILTER (WHERE idle IS NOT NULL AND cause = 'slow_dataloader'), 0)::DOUBLE AS loader
+    FROM cut c GROUP BY c.rank, c.device
+), shares AS (  -- per device, µs: the steps' time and each rule's part of it
+    SELECT s.rank, s.device, count(*) AS n, any_value(t.total) / 1e3 AS total, sum(s.exposed) / 1e3 AS exposed,
+           any_value(t.sync) / 1e3 AS sync, any_value(t.copies) / 1e3 AS copies, any_value(t.loader) / 1e3 AS loader,
+           (any_value(t.pre) - any_value(t.pre_caused)) / 1e3 AS start,
+           (sum(s.free) - any_value(t.free_caused)) / 1e3 AS idle, sum(s.free) / 1e3 AS free,
+           avg(s.preparing) / 1e3 AS preparing
+    FROM steps s JOIN lost t ON t.rank = s.rank AND t.device = s.device
+    GROUP BY s.rank, s.device HAVING any_value(t.total) > 0
 ), streams AS (  -- per stream, in one pass over the tasks: their launches (kernel_launch) and the
                  -- causes of the gaps between them within the steps (idle_time)
     -- (a CUDA graph's tasks share one launch call: none of them was launched on its own)
@@ -51,85 +128,91 @@ WITH steps AS (  -- each device's steps, summed; shares are of the union of the 
           FROM run_ranks)
 ), launches AS (
     SELECT rank, device, sum(launched) AS n, sum(short) AS short FROM streams GROUP BY rank, device
-), pageable AS (
-    SELECT "Rank" AS rank, "Device" AS device, sum("Count") AS n, sum("Total Time(us)") AS t
-    FROM memcpy_statistic WHERE "Operation" ILIKE '%pageable%' GROUP BY ALL
-), syncs AS (
-    SELECT "Rank" AS rank, sum("Count") AS n, sum("Time(us)") AS t,
-           string_agg(DISTINCT "API Name", ', ' ORDER BY "API Name") AS names
-    FROM api_statistic WHERE "API Name" ILIKE '%synchronize%' GROUP BY ALL
-), loader AS (  -- the host's waits for the next batch (torch's `enumerate(DataLoader)#...__next__`) within its steps, ns
-    SELECT d.rank, count(*) AS n, sum(d.dur)::DOUBLE AS t, any_value(st.total) AS total
-    FROM slices d JOIN (SELECT rank, sum(dur)::DOUBLE AS total FROM slices WHERE kind = 'step' AND device = 'host' GROUP BY rank) st
-        ON st.rank = d.rank
-    WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
-      AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
-    GROUP BY d.rank
+), counts AS (  -- how many copies and waits for a batch each device's causes hold, and their time, µs
+    SELECT rank, device, count(*) FILTER (WHERE class = 'pageable_copies') AS copies,
+           sum(e - s) FILTER (WHERE class = 'pageable_copies') / 1e3 AS copy_time,
+           count(*) FILTER (WHERE class = 'slow_dataloader') AS batches,
+           sum(e - s) FILTER (WHERE class = 'slow_dataloader') / 1e3 AS batch_time
+    FROM causes GROUP BY rank, device
+), syncs AS (  -- each rank's synchronization calls, µs
+    SELECT rank, count(*) AS n, sum(dur) / 1e3 AS t, string_agg(DISTINCT name, ', ' ORDER BY name) AS names
+    FROM slices WHERE kind = 'api' AND name ILIKE '%synchronize%' GROUP BY rank
 ), gaps AS (  -- on each device's busiest stream (the most gaps: the most tasks), each cause's share
     SELECT rank, device, arg_max(stream, gaps) AS stream, arg_max(host / idle, gaps) AS host,
            arg_max(kernel / idle, gaps) AS kernel FROM streams WHERE gaps > 0 GROUP BY rank, device
-), host_span AS (  -- the steps' time of a rank, for findings about its host
-    SELECT rank, max(span) AS span FROM steps GROUP BY rank
-), findings AS (
-    SELECT s.rank, s.device, 'device_idle' AS rule, free / span AS share, free / span > 0.30 AS severe,
-           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs)', 100 * free / span, s.n, free, span)
+), findings AS (  -- `query`: {0} stands for the finding's rank and device, {1} for its rank
+    SELECT rank, device, 'exposed_communication' AS rule, exposed / total AS share, exposed / total > 0.30 AS severe,
+           format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / total, n, exposed) AS finding,
+           'overlap communication with computation (gradient bucket sizes, FSDP prefetch, gradient accumulation); if one rank is slow the others wait for it in their collectives' AS suggestion,
+           'step_trace, communication, slow_rank' AS views,
+           'SELECT "Step", "Communication(Not Overlapped)", "Communication", "Overlapped", "Computing" FROM step_trace WHERE {0} ORDER BY "Step"' AS query
+    FROM shares WHERE exposed / total > 0.10
+    UNION ALL
+    SELECT s.rank, s.device, 'host_sync', sync / total, sync / total > 0.30,
+           format('the device sat idle {:,.0f} µs ({:.1f} % of its {} step(s)) after the host''s synchronizations, until the host launched again; the host waited {:,.0f} µs in {} calls ({})',
+                  sync, 100 * sync / total, s.n, y.t, y.n, y.names),
+           'each synchronization drains the launch pipeline: avoid .item(), .cpu(), printing or logging device values every step, and explicit synchronize calls',
+           'idle_time, api_statistic',
+           'SELECT "Step", "Stream", "Count", "Idle Time(us)", "Max(us)" FROM idle_time WHERE {0} AND "Category" = ''host wait'' ORDER BY "Idle Time(us)" DESC'
+    FROM shares s LEFT JOIN syncs y ON y.rank = s.rank WHERE sync / total > 0.05
+    UNION ALL
+    SELECT s.rank, s.device, 'pageable_copies', s.copies / total, s.copies / total > 0.30,
+           format('{} copies to or from pageable host memory took {:,.0f} µs; the device did nothing else for {:,.0f} µs of it ({:.1f} % of its {} step(s))',
+                  c.copies, c.copy_time, s.copies, 100 * s.copies / total, s.n),
+           'pageable memory makes a copy synchronous and slower: pin the host tensors (DataLoader pin_memory=True) and copy with non_blocking=True',
+           'memcpy_statistic',
+           'SELECT * FROM memcpy_statistic WHERE {0} AND "Operation" ILIKE ''%pageable%'''
+    FROM shares s JOIN counts c ON c.rank = s.rank AND c.device = s.device WHERE s.copies / total > 0.01
+    UNION ALL
+    SELECT s.rank, s.device, 'slow_dataloader', loader / total, loader / total > 0.30,
+           format('waiting for the DataLoader left the {} idle {:.1f} % of its {} step(s) ({:,.0f} µs; the host waited {:,.0f} µs for {} batches)',
+                  CASE WHEN s.device = 'host' THEN 'host' ELSE 'device' END, 100 * loader / total, s.n, loader, c.batch_time, c.batches),
+           'the input pipeline does not keep up: more DataLoader workers (num_workers), persistent_workers, a larger prefetch_factor, pin_memory; lighter or on-device preprocessing',
+           'range_statistic, operator_details',
+           'SELECT * FROM range_statistic WHERE "Rank" = {1} AND "Device" = ''host'' AND "Range" LIKE ''enumerate(DataLoader)%'''
+    FROM shares s JOIN counts c ON c.rank = s.rank AND c.device = s.device WHERE loader / total > 0.10
+    UNION ALL
+    SELECT rank, device, 'slow_step_start', start / total, start / total > 0.30,
+           format('each step''s first {} started {:,.0f} µs after the step began on the host (mean over {} step(s)); the {} idled for it {:.1f} % of the steps'' time ({:,.0f} µs)',
+                  CASE WHEN device = 'host' THEN 'op' ELSE 'device work' END, preparing, n,
+                  CASE WHEN device = 'host' THEN 'host' ELSE 'device' END, 100 * start / total, start),
+           'data loading or host work ahead of the first launch: more DataLoader workers, pin_memory, prefetching the next batch',
+           'step_trace',
+           'SELECT "Step", "Preparing", "Start Time(us)" FROM step_trace WHERE {0} ORDER BY "Step"'
+    FROM shares WHERE start / total > 0.10
+    UNION ALL
+    SELECT s.rank, s.device, 'device_idle', idle / total, idle / total > 0.30,
+           format('the device was idle {:.1f} % of its {} step(s) ({:,.0f} of {:,.0f} µs{})', 100 * idle / total, s.n, idle, total,
+                  CASE WHEN free - idle >= 0.01 * total THEN format('; another {:,.0f} µs of idle went to host_sync, pageable_copies or slow_dataloader', free - idle) ELSE '' END)
            || coalesce(format('; of the gaps on its busiest stream ({}): {:.0f} % host wait, {:.0f} % kernel wait, {:.0f} % other',
-                              g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), '') AS finding,
+                              g.stream, 100 * g.host, 100 * g.kernel, 100 * greatest(1 - g.host - g.kernel, 0)), ''),
            CASE WHEN g.host >= 0.5 THEN 'the host launches too late to keep the device busy: see which host calls are slow (api_statistic) and how long kernels wait for their launch (kernel_launch); ' || r.remedy
                 WHEN g.kernel >= 0.5 THEN 'the device idles between short back-to-back kernels (launch overhead): ' || r.remedy
                 WHEN 1 - g.host - g.kernel >= 0.5 THEN 'the streams wait on work other than the host''s launches: events, other streams (communication), synchronisation; see which tasks follow the long gaps (idle_time, overlap) and overlap or shorten what they wait for'
-                ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END AS suggestion,
-           'step_trace, idle_time, kernel_launch, api_statistic' AS views
-    FROM steps s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
-    WHERE free / span > 0.10
-    UNION ALL
-    SELECT rank, device, 'exposed_communication', exposed / span, exposed / span > 0.30,
-           format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / span, n, exposed),
-           'overlap communication with computation (gradient bucket sizes, FSDP prefetch, gradient accumulation); if one rank is slow the others wait for it in their collectives',
-           'step_trace, communication, slow_rank'
-    FROM steps WHERE exposed / span > 0.10
-    UNION ALL
-    SELECT rank, device, 'slow_step_start', preparing / (span + preparing), preparing / (span + preparing) > 0.30,
-           format('each step''s first device work started {:,.0f} µs after the step began on the host (mean over {} step(s))', preparing / n, n),
-           'data loading or host work ahead of the first launch: more DataLoader workers, pin_memory, prefetching the next batch',
-           'step_trace'
-    FROM steps WHERE preparing / (span + preparing) > 0.10
-    UNION ALL
-    SELECT rank, 'host', 'slow_dataloader', t / total, t / total > 0.30,
-           format('waiting for the DataLoader took {:.1f} % of the host''s steps ({} batches, {:,.0f} µs)', 100 * t / total, n, t / 1e3),
-           'the input pipeline does not keep up: more DataLoader workers (num_workers), persistent_workers, a larger prefetch_factor, pin_memory; lighter or on-device preprocessing',
-           'range_statistic, operator_details'
-    FROM loader WHERE t / total > 0.10
+                ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END,
+           'step_trace, idle_time, kernel_launch, api_statistic',
+           'SELECT "Step", "Free", "Computing", "Communication", "End Time(us)" - "Start Time(us)" AS "Span(us)" FROM step_trace WHERE {0} ORDER BY "Step"'
+    FROM shares s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
+    WHERE s.device <> 'host' AND idle / total > 0.10
     UNION ALL
     SELECT l.rank, l.device, 'launch_bound', NULL, short >= 0.75 * n,
            format('{} of {} device tasks ({:.0f} %) ran shorter than the runtime call that launched them', short, n, 100.0 * short / n),
            'launch-bound: the device finishes each task before the host can launch the next; ' || r.remedy,
-           'kernel_launch, kernel_statistic'
+           'kernel_launch, kernel_statistic',
+           'SELECT "Task Name", count(*) AS "Tasks", count(*) FILTER (WHERE "Task Duration(us)" < "Launch Duration(us)") AS "Shorter Than Their Launch" FROM kernel_launch WHERE {0} GROUP BY ALL ORDER BY 2 DESC'
     FROM launches l LEFT JOIN remedies r ON r.rank = l.rank WHERE n >= 100 AND short >= 0.5 * n
-    UNION ALL
-    SELECT p.rank, p.device, 'pageable_copies', p.t / nullif(s.span, 0), coalesce(p.t / nullif(s.span, 0) > 0.30, false),
-           format('{} copies to or from pageable host memory took {:,.0f} µs', p.n, p.t),
-           'pageable memory makes a copy synchronous and slower: pin the host tensors (DataLoader pin_memory=True) and copy with non_blocking=True',
-           'memcpy_statistic'
-    FROM pageable p LEFT JOIN steps s ON s.rank = p.rank AND s.device = p.device
-    WHERE coalesce(p.t / nullif(s.span, 0) > 0.01, true)  -- a handful of small copies is no finding
-    UNION ALL
-    SELECT y.rank, 'host', 'host_sync', y.t / nullif(h.span, 0), y.t / nullif(h.span, 0) > 0.30,
-           format('the host waited {:,.0f} µs in {} device synchronizations ({})', y.t, y.n, y.names),
-           'each synchronization stalls the launch pipeline: avoid .item(), .cpu(), printing or logging device values every step, and explicit synchronize calls',
-           'api_statistic'
-    FROM syncs y LEFT JOIN host_span h ON h.rank = y.rank
-    WHERE y.t / nullif(h.span, 0) > 0.05
     UNION ALL
     SELECT "Rank", any_value("Device"), 'slow_rank', NULL, count(DISTINCT "Step") >= 2,
            format('slower than the other ranks in {} step(s): {} (up to {:,.0f} µs over the median)', count(DISTINCT "Step"),
                   string_agg(DISTINCT "Component", ', ' ORDER BY "Component"), max("Excess(us)")),
            'the other ranks wait for it in their collectives: compare its step_trace with theirs (a slower device, host, data loading or link)',
-           'slow_rank, cluster_step_trace'
+           'slow_rank, cluster_step_trace',
+           'SELECT * FROM slow_rank WHERE "Rank" = {1} ORDER BY "Step", "Component"'
     FROM slow_rank GROUP BY "Rank"
 )
 SELECT rank AS "Rank", device AS "Device", rule AS "Rule",
        CASE WHEN severe THEN 'high' ELSE 'medium' END AS "Severity",
-       finding AS "Finding", suggestion AS "Suggestion", views AS "Views", round(100 * share, 1) AS "Share(%)"
+       finding AS "Finding", suggestion AS "Suggestion", views AS "Views", round(100 * share, 1) AS "Share(%)",
+       format(query, format('"Rank" = {} AND "Device" = ''{}''', rank, replace(device, '''', '''''')), rank) AS "Query"
 FROM findings
 ORDER BY CASE "Severity" WHEN 'high' THEN 0 ELSE 1 END, share DESC NULLS LAST, "Rank", "Rule"

@@ -90,3 +90,50 @@ def torch_npu_text_run(tmp_path_factory):
     run = prof_engine.open(prof_engine.import_trace([src], tmp_path_factory.mktemp("npu") / "run"))
     yield src, run
     run.close()
+
+
+# One rank of a CPU-only data-parallel job: per step, eight 256×256 matmuls then a gloo all_reduce
+# of 4 MB that nothing overlaps; torch.profiler records steps 2-4 (ProfilerStep#1-3).
+_GLOO_RANK = """
+import sys, torch, torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile, schedule
+rank, out = int(sys.argv[1]), sys.argv[2]
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method=sys.argv[3], rank=rank, world_size=2)
+a, grad = torch.randn(256, 256), torch.randn(1_000_000)
+with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+             on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/rank{rank}.json")) as prof:
+    for _ in range(4):
+        for _ in range(8):
+            a = torch.tanh(a @ a)
+        dist.all_reduce(grad)
+        prof.step()
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="session")
+def gloo_2rank_run(tmp_path_factory):
+    """(source, open run) of a 2-rank CPU-only gloo job recorded with torch.profiler (`_GLOO_RANK`,
+    one process per rank), imported once for the session."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch build has no gloo backend")
+    import prof_engine
+
+    tmp = tmp_path_factory.mktemp("gloo_2rank")
+    src = tmp / "traces"
+    src.mkdir()
+    ranks = [subprocess.Popen([sys.executable, "-c", _GLOO_RANK, str(rank), str(src), (tmp / "store").as_uri()],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    for proc in ranks:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-2000:]
+    run = prof_engine.open(prof_engine.import_trace([src], tmp / "run"))
+    yield src, run
+    run.close()
