@@ -127,6 +127,31 @@ def test_an_unreadable_rank_is_left_out_not_the_import(tmp_path, monkeypatch):
         assert run.manifest["skipped"] == [{"error": f"{tmp_path / 'r1.json'}: cannot read: Permission denied"}]
 
 
+@pytest.mark.parametrize("damage, says", [
+    ("rank_2_31", "rank 2147483648 is out of range"),  # was ArrowInvalid from the int32 rank column
+    ("deep_metadata", "nested too deeply"),  # was a RecursionError from json
+])
+def test_ascend_side_files_out_of_range_or_too_deep(tmp_path, damage, says):
+    """A rank from `profiler_info_2147483648.json`, or a side file nested past the recursion limit,
+    is one line naming the file: the rank is left out and the other imports."""
+    import shutil
+
+    from conftest import fixture_path
+
+    src = tmp_path / "npu"
+    shutil.copytree(fixture_path("ascend", "torch_npu_2rank_level1_text"), src)
+    if damage == "rank_2_31":
+        (src / "rank1_ascend_pt" / "profiler_info_1.json").rename(src / "rank1_ascend_pt" / "profiler_info_2147483648.json")
+        bad = src / "rank1_ascend_pt" / "profiler_info_2147483648.json"
+    else:
+        bad = src / "rank1_ascend_pt" / "profiler_metadata.json"
+        bad.write_text("[" * 100_000 + "]" * 100_000)
+    proc = cli(tmp_path, "import", "npu", "-o", "run")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"Warning: left out: npu/rank1_ascend_pt/{bad.name}: " in proc.stderr and says in proc.stderr
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))["ranks"] == [0]
+
+
 def test_a_device_label_no_file_system_holds_is_refused_in_one_line():
     """An Ascend process label `NPU <300 characters>` became a 300-character device, whose
     partition directory failed with "File name too long": a label that is no number names the

@@ -119,6 +119,28 @@ def test_unreadable_config(tmp_path):
         config.load(tmp_path / "bad.json")
 
 
+@pytest.mark.parametrize("text, says", [
+    ('{"profiler": {"sampling_interval_ms": NaN}}', "not valid JSON"),
+    ('{"profiler": {"sampling_interval_ms": Infinity}}', "not valid JSON"),
+    ('{"profiler": {"sampling_interval_ms": 1e400}}', "not valid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_hostile_config_values_are_one_clear_error(tmp_path, text, says):
+    """NaN and Infinity (which Python's json reads), numbers no double holds and nesting past the
+    recursion limit (a RecursionError traceback) are one CollectError naming the file."""
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(CollectError, match=says) as e:
+        config.load(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_endless_config_file_is_refused_not_read_forever():
+    """/dev/zero as the config file hung the collector, reading it whole."""
+    with pytest.raises(CollectError, match="too large"):
+        config.load("/dev/zero")
+
+
 def test_code_wins_over_file():
     file = config.Settings(switch=False, output="from_file", level=ProfilerLevel.Level0)
     code = config.Settings(output="from_code")

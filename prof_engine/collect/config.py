@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from prof_engine.collect.schedule import Schedule, schedule
-from prof_engine.errors import CollectError
+from prof_engine.errors import CollectError, InputError
 
 ENV = "PROF_ENGINE_CONFIG"
 log = logging.getLogger("prof_engine")
@@ -217,13 +216,12 @@ def parse(raw: Any, where: str) -> Settings:
 
 def load(path: Path | str) -> Settings:
     """Settings from a JSON config file."""
-    path = Path(path)
+    from prof_engine.importers.jsonstream import read_json
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise CollectError(f"{path}: cannot read the config file ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CollectError(f"{path}: not valid JSON ({e})") from None
+        raw = read_json(Path(path), "JSON (the collector's config)", limit=1 << 20)
+    except InputError as e:
+        raise CollectError(str(e)) from None
     return parse(raw, str(path))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from prof_engine.errors import InputError
 from prof_engine.importers import classify, mindspore_cpu
 from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import BadTime, us_text_to_ns
 from prof_engine.store.quality import add_finding
 
@@ -84,18 +84,25 @@ def find_rank_dirs(path: Path) -> list[Path]:
     return sorted({p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
 
 
+def _rank_in_range(rank: int, where: Path) -> int:
+    if rank >= 1 << 31:  # ranks are int32 in the run store, and no job has 2^31 processes
+        raise InputError(f"{where}: rank {rank} is out of range (a rank is below 2^31)")
+    return rank
+
+
 def rank_of(rank_dir: Path) -> int | None:
     """Rank from `profiler_info_<rank>.json` (msprof-analyze's rule), else its `rank_id`."""
     for info in sorted(rank_dir.glob("profiler_info*.json")):
         m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
         if m:
-            return int(m.group(1))
+            return _rank_in_range(int(m.group(1)), info)
         try:
-            rank = json.loads(info.read_text(encoding="utf-8")).get("rank_id")
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            data = read_json(info, "profiler_info JSON")
+        except InputError:
             continue
+        rank = data.get("rank_id") if isinstance(data, dict) else None
         if rank is not None and str(rank).lstrip("-").isdigit() and int(rank) >= 0:
-            return int(rank)
+            return _rank_in_range(int(rank), info)
     return None
 
 
@@ -461,10 +468,7 @@ def _rank_info(rank_dir: Path) -> dict[str, Any]:
     info: dict[str, Any] = {}
     for name in sorted(rank_dir.glob("profiler_info*.json")) + [rank_dir / "profiler_metadata.json"]:
         if name.is_file():
-            try:
-                data = json.loads(name.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise InputError(f"{name}: not valid JSON") from None
+            data = read_json(name)
             if isinstance(data, dict):
                 info.update({k: v for k, v in data.items() if k in (
                     "config", "rank_id", "distributed_args", "parallel_group_info", "end_info")})

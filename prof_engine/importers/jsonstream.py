@@ -49,6 +49,28 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
+SIDE_FILE_LIMIT = 64 << 20  # a side file (profiler_info, metadata, a config) is kilobytes
+
+
+def read_json(path: Path, what: str = "JSON", limit: int = SIDE_FILE_LIMIT) -> Any:
+    """A small JSON file (a profiler's side file, a config) decoded whole, strictly: NaN, Infinity,
+    numbers no double holds, nesting past the recursion limit, a file larger than `limit` (or
+    endless, /dev/zero) are an InputError naming `path`, never a traceback or a hang."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read {what}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: over {limit >> 20} MiB: too large for {what}")
+    try:
+        return msgspec.json.decode(data.removeprefix(b"\xef\xbb\xbf"))
+    except RecursionError:
+        raise InputError(f"{path}: not valid {what}: nested too deeply") from None
+    except msgspec.MsgspecError as e:
+        raise InputError(f"{path}: not valid {what} ({e})") from None
+
+
 def args_text(ev: Event) -> bytes:
     """The event's `args` JSON text; b"" when it has none (absent, null, or not an object: a
     number or a list names no argument)."""

@@ -32,6 +32,7 @@ from typing import NoReturn
 
 from prof_engine.errors import InputError
 from prof_engine.importers.chrome import Sink
+from prof_engine.importers.jsonstream import read_json
 
 STEP_TRACE = re.compile(r"step_trace_raw_(\d+)_detail_time\.csv")
 HCCL_RAW = re.compile(r"hccl_raw_(\d+)\.csv")
@@ -93,8 +94,8 @@ def _clock_files(path: Path) -> list[str]:
         or p.name.startswith("PROF_"))]
     for p in path.rglob("profiler_info*.json"):
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = read_json(p)
+        except InputError:
             continue
         if isinstance(data, dict) and isinstance(data.get("start_info"), dict) and "freq" in data["start_info"]:
             names.append(p)

@@ -27,7 +27,6 @@ Owns two kinds of unit (ascend_formats.md §1.1, §2.5, §2.7, §2.10):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +37,7 @@ import msgspec
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
 from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, anomalies
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store import SourceFile
 from prof_engine.store.quality import add_finding
@@ -212,10 +211,7 @@ def _read_json(path: Path, required: bool) -> dict[str, Any]:
             raise InputError(f"{path.parent}: no {path.name}: the legacy msprof timeline is on the host's "
                              "CLOCK_MONOTONIC_RAW and cannot be placed in time without this clock anchor")
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InputError(f"{path}: not valid JSON (msprof collection metadata)") from None
+    data = read_json(path, "JSON (msprof collection metadata)")
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a JSON object (msprof collection metadata)")
     return data
