@@ -315,3 +315,15 @@ def test_a_database_with_a_write_ahead_log_is_read_whole_from_a_private_copy(tmp
     finally:
         db.close()
     assert sorted(p.name for p in frozen.iterdir()) == ["p.db", "p.db-wal"]
+
+
+def test_a_blob_where_a_time_belongs_is_one_input_error(tmp_path):
+    """SQLite keeps any value in any column: a BLOB in TASK's startNs was a TypeError traceback."""
+    db = ascend_db_copy(tmp_path)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE TASK SET startNs = x'0102' WHERE rowid IN (SELECT rowid FROM TASK LIMIT 3)")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match="a value of the wrong type in a profiler table") as e:
+        prof_engine.import_trace([tmp_path], tmp_path / "run")
+    assert str(db) in str(e.value) and not (tmp_path / "run").exists()

@@ -451,6 +451,9 @@ def convert_db(path: Path, file_index: int, sink: Sink,
         conv.convert(progress)
     except sqlite3.Error as e:
         raise InputError(f"{path}: cannot read as an SQLite profiler database ({e})") from None
+    except (TypeError, ValueError, OverflowError) as e:  # SQLite keeps any value in any column: a BLOB time
+        raise InputError(f"{path}: a value of the wrong type in a profiler table ({e}): "
+                         f"a corrupt database, or a schema version prof-engine does not know") from None
     finally:
         db.close()
     return conv
