@@ -106,7 +106,11 @@ def test_report_is_a_self_contained_page_with_every_name_escaped(run, tmp_path):
 def test_report_into_a_directory_and_from_python(run, tmp_path):
     with prof_engine.open(run) as r:
         written = r.report(tmp_path, top=5)
-    assert written == tmp_path / "report.html" and "Top 5 ops by duration" in written.read_text(encoding="utf-8")
+        ops = r.sql('SELECT count(*) FROM op_summary').rows()[0][0]
+    page = written.read_text(encoding="utf-8")
+    assert written == tmp_path / "report.html" and "Top 5 ops by duration" in page
+    # a table of the first rows says how many it leaves out
+    assert f"… {ops - 5:,} more rows: the first 5 of {ops:,} shown" in page.split("Top 5 ops by duration")[1]
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # nothing else left behind
 
 
@@ -148,6 +152,9 @@ def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tm
     assert "400 step rows (400 steps on 1 device): too many for a bar each" in page
     assert "step_trace</code>" in page  # where every row is
     assert not re.search(r"<text[^>]*>rank 0 gpu0 step", page)  # no bar per step
+    parsed = _Page()
+    parsed.feed(page)
+    assert parsed.balanced and not parsed.open and parsed.tags.count("svg") == 2  # histogram, percentiles
     times = list(spans.values())
     p50, p90, p99 = (cell_text(round(percentile(times, q), 3)) for q in (0.5, 0.9, 0.99))
     assert re.search(rf'<td class="t">Step Time\(us\)</td><td class="n">400</td><td class="n">{cell_text(round(min(times), 3))}</td>'

@@ -72,7 +72,7 @@ def _table(result: Result) -> str:
     many rows it leaves out where it holds the first of more (`Result.total`)."""
     if not len(result):
         return "<p>(none)</p>"
-    total = getattr(result, "total", len(result))  # (Results of Run.summary count the rows they cut)
+    total = result.total
     more = (f'<p class="more">… {total - len(result):,} more rows: the first {len(result):,} of {total:,} '
             "shown (--top sets how many)</p>") if total > len(result) else ""
     return f'<div class="wide">{html_table(result.arrow(), PROSE)}</div>{more}'
