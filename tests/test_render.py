@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-import prof_engine
 from compare_traces import compare_runs  # noqa: F401 - a fixture
 from conftest import fixture_path, write_trace, x
+
+import prof_engine
 from prof_engine.engine.tables import cell_text
 
 STEP_COLUMNS = ('"Rank"', '"Device"', '"Step"', 'round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)"',
@@ -117,6 +117,7 @@ def test_show_prints_the_nccl_step_table_whole(nccl_run, columns):
 def test_show_says_how_many_steps_it_left_out(steps_run, columns):
     """421 steps: `show` prints the first 100 and says `… 321 more rows`, where it said nothing."""
     hidden, notes = check_step_table(steps_run, columns)
+    assert bool(hidden) == (columns == 80)
     with prof_engine.open(steps_run) as r:
         (total,), = r.sql("SELECT count(*) FROM step_trace").rows()
     assert total == 421
