@@ -1,3 +1,3 @@
-from prof_engine.cli import main
+from prof_engine._entry import main
 
 main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 
 _PR_SET_PDEATHSIG = 1
@@ -20,3 +21,10 @@ def die_with_parent(parent: int) -> None:
     prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # it died before the signal was armed
         os._exit(1)
+
+
+def address_space_limit() -> int | None:
+    """The process's address-space limit in bytes (`ulimit -v`), or None when there is none. DuckDB
+    and Arrow size their memory by the machine's RAM, so under a smaller limit they must be told."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft

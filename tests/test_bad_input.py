@@ -391,3 +391,49 @@ def test_a_slice_years_away_from_its_file_is_dropped_and_said(tmp_path, monkeypa
     # step 2 without its kernel has no device span; without its step record, its kernel none of a step
     want = ["1,50,200.000", "3,50,200.000"] + ([",,200.000"] if moved == "step" else [])
     assert steps.stdout.splitlines()[1:] == want, steps.stdout
+
+
+def _under_address_space(mb: int):
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (mb << 20, resource.RLIM_INFINITY))
+
+
+@pytest.mark.parametrize("mb, imports", [(300, False), (600, True)])
+def test_an_address_space_limit_gives_one_line_or_a_run_never_an_abort(tmp_path, mb, imports):
+    """Under `ulimit -v` the import died of MemoryError / ArrowMemoryError tracebacks, or an abort
+    (glibc: "cannot allocate memory for thread-local data") at 600 MB. Now a trace imports under
+    600 MB, and under 300 MB the CLI says in one line which limit to raise."""
+    from conftest import REPO
+
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "gen_kineto.py"), "--mb", "20", "-o",
+                    str(tmp_path / "t.json")], check=True, capture_output=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "prof_engine", "import", "t.json", "-o", "run"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, preexec_fn=_under_address_space(mb))
+    if imports:
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert (tmp_path / "run" / "manifest.json").is_file()
+    else:
+        lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith(("<jemalloc>", "OpenBLAS"))]
+        assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert lines[0].startswith("Error: out of memory") and "ulimit -v" in lines[0]
+        assert leftovers(tmp_path, "run") == []
+
+
+@pytest.mark.parametrize("module", ["typer", "prof_engine.cli.render", "duckdb"])
+def test_ctrl_c_while_the_cli_starts_is_no_traceback(tmp_path, module):
+    """Ctrl-C while the CLI loads its modules printed a KeyboardInterrupt traceback. The interrupt
+    is made to land exactly there: an import hook raises it when `module` is first imported."""
+    driver = f"""
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["prof-engine", "query", "run", "select 1"]
+from prof_engine._entry import main
+main()
+"""
+    proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and proc.stderr in ("Interrupted\n", ""), (proc.returncode, proc.stderr[-2000:])

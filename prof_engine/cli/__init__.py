@@ -241,12 +241,41 @@ app.command("compare")(_compare)
 
 
 def main() -> None:
-    """Console entry point: user errors become one `Error:` line on stderr and exit code 1."""
+    """Console entry point: user errors become one `Error:` line on stderr and exit code 1; Ctrl-C
+    exits 130 without a traceback; running out of memory says which limit to raise."""
     try:
         app()
     except ProfEngineError as e:
         print(f"Error: {e}", file=sys.stderr)
         sys.exit(1)
-    except OSError as e:
-        print(f"Error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+    except KeyboardInterrupt:
+        print("Interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - only out-of-memory is answered here; the rest re-raise
+        if not _out_of_memory(e):
+            if isinstance(e, OSError):
+                print(f"Error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+                sys.exit(1)
+            raise
+        print(f"Error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}); {_memory_advice()}",
+              file=sys.stderr)
         sys.exit(1)
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """MemoryError, Arrow's and DuckDB's out-of-memory errors, and threads that could not start
+    (their stacks are address space too)."""
+    text = str(e)
+    return (isinstance(e, MemoryError) or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
+            or "Failed to launch worker thread" in text or "can't start new thread" in text or "std::bad_alloc" in text
+            or text.startswith("Out of Memory Error"))
+
+
+def _memory_advice() -> str:
+    from prof_engine._process import address_space_limit
+
+    space = address_space_limit()
+    if space is not None:
+        return (f"this process may use {space >> 20:,} MiB of address space (ulimit -v): raise it "
+                f"(`ulimit -v unlimited`), or import with --jobs 1")
+    return "free memory, or import with --jobs 1; queries: set PROF_ENGINE_MEMORY_LIMIT lower (e.g. 1GB) to spill"

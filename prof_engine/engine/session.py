@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine import schema
+from prof_engine._process import address_space_limit
 from prof_engine._sql import literal
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
@@ -153,9 +154,12 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         limit, where = os.environ[MEMORY_LIMIT_ENV], MEMORY_LIMIT_ENV
     try:
         if limit is None:
+            cap = size_bytes(QUERY_MEMORY_LIMIT)
+            if (space := address_space_limit()) is not None:  # under `ulimit -v` DuckDB spills, not aborts
+                cap = min(cap, max(space // 4, 16 << 20))
             default = size_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-            if default is None or default > size_bytes(QUERY_MEMORY_LIMIT):  # unread: more than any cap
-                con.execute(f"SET memory_limit = '{QUERY_MEMORY_LIMIT}'")
+            if default is None or default > cap:  # unread: more than any cap
+                con.execute(f"SET memory_limit = '{cap >> 20}MB'")
         else:
             con.execute("SET memory_limit = ?", [str(limit)])
     except duckdb.Error as e:

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from prof_engine import schema
 from prof_engine._allocator import fix_mmap_threshold
+from prof_engine._process import address_space_limit
 from prof_engine._resources import data_dir
 from prof_engine._sql import literal
 from prof_engine.errors import InputError, RunError
@@ -145,7 +146,10 @@ def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
 
 def _finalize_limit(records: int, threads: int) -> str:
     floor = FINALIZE_MEMORY_BASE + FINALIZE_MEMORY_PER_THREAD * max(1, threads)
-    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), FINALIZE_MEMORY_CAP) >> 20}MB"
+    cap = FINALIZE_MEMORY_CAP
+    if (space := address_space_limit()) is not None:  # under `ulimit -v` DuckDB spills, not aborts
+        cap = min(cap, max(space // 4, 16 << 20))
+    return f"{min(max(records * FINALIZE_BYTES_PER_RECORD, floor), cap) >> 20}MB"
 
 
 def staged_records(staging: Path) -> int:
@@ -350,9 +354,12 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
                              f"not a profiler's output?): {message}") from None
         if not isinstance(e, duckdb.OutOfMemoryException) and not message.startswith("Out of Memory Error"):
             raise
+        space = address_space_limit()
+        how = (f"the process may use {space >> 20:,} MiB of address space (ulimit -v), which sets that limit: "
+               f"raise it (`ulimit -v unlimited`)" if space is not None else
+               "pass a larger memory_limit to import_trace (e.g. '2GB')")
         raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
-                       f"{limit}; pass a larger memory_limit to import_trace (e.g. '2GB') "
-                       f"({str(e).splitlines()[0]})") from None
+                       f"{limit}; {how} ({str(e).splitlines()[0]})") from None
     finally:
         con.close()
     shutil.rmtree(staging, ignore_errors=True)
