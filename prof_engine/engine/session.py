@@ -154,7 +154,7 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         limit, where = os.environ[MEMORY_LIMIT_ENV], MEMORY_LIMIT_ENV
     try:
         if limit is None:
-            cap = size_bytes(QUERY_MEMORY_LIMIT)
+            cap = int(size_bytes(QUERY_MEMORY_LIMIT))
             if (space := address_space_limit()) is not None:  # under `ulimit -v` DuckDB spills, not aborts
                 cap = min(cap, max(space // 4, 16 << 20))
             default = size_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
