@@ -6,7 +6,7 @@
 --   step's first work and otherwise, launch-bound kernels, slow ranks.
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
--- requires: step_trace, _step_lanes, _lane_intervals, _task_launches, slow_rank, slices, _classify, run_ranks
+-- requires: step_trace, _overlap, _task_launches, slow_rank, slices, _classify, run_ranks
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for a rank without device records: its CPU ops are the activity)
 -- column `Rule` VARCHAR: exposed_communication, host_sync, pageable_copies, slow_dataloader, slow_step_start, device_idle, launch_bound, slow_rank
@@ -35,23 +35,23 @@
 -- (a CUDA graph's tasks do not count: one call launched them all); slow_rank: as slow_rank lists
 -- ranks (3 ranks or more). A rank without device records is checked for the rules that apply to
 -- its host: exposed_communication, slow_dataloader, slow_step_start and slow_rank.
--- Algorithm of the shares: the steps' spans, the time before them, the Free intervals of the
--- steps a cause touches and the causes' intervals cut each device's time at every start and end
--- (+1 at a start, -1 at an end, a cumulative sum per class); each piece between two cuts goes to
--- the first rule that covers it.
-WITH steps AS (  -- each step's span on each device, with the host's step start before it, ns
+-- Algorithm of the shares: the steps' spans, the time before them, the causes' intervals and the
+-- Free intervals that share time with a cause cut each device's time at every start and end (+1
+-- at a start, -1 at an end, a cumulative sum per class); each piece between two cuts goes to the
+-- first rule that covers it.
+WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host's step start before it, ns
     SELECT rank, device, step, least(coalesce(step_start, span_start), span_start) AS s0, span_start, span_end,
            coalesce(free, 0) AS free, coalesce(not_overlapped, 0) AS exposed, first_active - step_start AS preparing
     FROM _step_lanes WHERE step IS NOT NULL AND span_end > span_start
-), causes AS (  -- the intervals of the idle rules' causes on each device, ns
+), waits AS MATERIALIZED (  -- the gaps on the streams that the host's late launches caused, ns
+    SELECT rank, device, stream, ts - wait AS s, ts AS e FROM _task_launches WHERE gap_cause = 'host wait'
+), causes AS MATERIALIZED (  -- the intervals of the idle rules' causes on each device, ns
     SELECT g.rank, g.device, 'host_sync' AS class, g.s, g.e
     FROM (SELECT y.rank, d.device, d.stream, y.ts + y.dur AS ended
-          FROM slices y JOIN (SELECT DISTINCT rank, device, stream FROM _task_launches WHERE gap_cause = 'host wait') d
-            ON d.rank = y.rank
+          FROM slices y JOIN (SELECT DISTINCT rank, device, stream FROM waits) d ON d.rank = y.rank
           WHERE y.kind = 'api' AND y.name ILIKE '%synchronize%') y
     -- the first host-waited gap of each stream that ends after the call ended: it holds that end, or none does
-    ASOF JOIN (SELECT rank, device, stream, ts - wait AS s, ts AS e FROM _task_launches WHERE gap_cause = 'host wait') g
-      ON g.rank = y.rank AND g.device = y.device AND g.stream = y.stream AND g.e >= y.ended
+    ASOF JOIN waits g ON g.rank = y.rank AND g.device = y.device AND g.stream = y.stream AND g.e >= y.ended
     WHERE g.s <= y.ended
     UNION ALL
     SELECT rank, device, 'pageable_copies', ts, ts + dur FROM slices
@@ -61,26 +61,34 @@ WITH steps AS (  -- each step's span on each device, with the host's step start 
     FROM slices d JOIN (SELECT DISTINCT rank, device FROM steps) k ON k.rank = d.rank
     WHERE d.device = 'host' AND d.step IS NOT NULL AND d.kind IN ('host_op', 'user_range')
       AND d.name LIKE 'enumerate(DataLoader)%' AND d.name LIKE '%__next__%'
-), touched AS (  -- the steps whose time a cause shares: only their Free intervals need cutting
-    SELECT DISTINCT s.rank, s.device, s.step FROM steps s
-    JOIN causes c ON c.rank = s.rank AND c.device = s.device AND c.s < s.span_end AND c.e > s.s0
+), islands AS (  -- the union of each device's cause intervals: disjoint, in order
+    SELECT rank, device, min(s) AS s, max(e) AS e FROM (
+        SELECT *, sum(CASE WHEN s <= reach THEN 0 ELSE 1 END) OVER (PARTITION BY rank, device ORDER BY s, e) AS island
+        FROM (SELECT rank, device, s, e, max(e) OVER (PARTITION BY rank, device ORDER BY s, e
+                                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+              FROM causes WHERE e > s))
+    GROUP BY rank, device, island
 ), pieces AS (
     SELECT rank, device, 'span' AS class, span_start AS s, span_end AS e FROM steps
     UNION ALL SELECT rank, device, 'pre', s0, span_start FROM steps WHERE s0 < span_start
     UNION ALL SELECT rank, device, class, s, e FROM causes WHERE e > s
+    -- the Free intervals a cause shares time with: the last island that starts before one's end
+    -- overlaps it, or none does (the islands before it end before it starts)
     UNION ALL SELECT l.rank, l.device, 'free', l.ts, l.ts + l.dur
-    FROM _lane_intervals l SEMI JOIN touched t ON t.rank = l.rank AND t.device = l.device AND t.step = l.step
-    WHERE l.type = 'Free' AND l.dur > 0
-), cuts AS (  -- after every start and end at t: how many pieces of each class cover [t, the next cut)
-    SELECT DISTINCT rank, device, t,
-           coalesce(sum(d) FILTER (WHERE class = 'span') OVER w, 0) AS span,
-           coalesce(sum(d) FILTER (WHERE class = 'pre') OVER w, 0) AS pre,
-           coalesce(sum(d) FILTER (WHERE class = 'free') OVER w, 0) AS free,
-           coalesce(sum(d) FILTER (WHERE class = 'host_sync') OVER w, 0) AS sync,
-           coalesce(sum(d) FILTER (WHERE class = 'pageable_copies') OVER w, 0) AS copy,
-           coalesce(sum(d) FILTER (WHERE class = 'slow_dataloader') OVER w, 0) AS loader
+    FROM (SELECT * FROM _lane_intervals WHERE type = 'Free' AND step IS NOT NULL AND dur > 0) l
+    ASOF JOIN islands i ON i.rank = l.rank AND i.device = l.device AND i.s < l.ts + l.dur
+    WHERE i.e > l.ts
+), deltas AS (  -- per device and instant: how many pieces of each class start there, less those that end
+    SELECT rank, device, t, sum(d) FILTER (WHERE class = 'span') AS span, sum(d) FILTER (WHERE class = 'pre') AS pre,
+           sum(d) FILTER (WHERE class = 'free') AS free, sum(d) FILTER (WHERE class = 'host_sync') AS sync,
+           sum(d) FILTER (WHERE class = 'pageable_copies') AS copy, sum(d) FILTER (WHERE class = 'slow_dataloader') AS loader
     FROM (SELECT rank, device, class, s AS t, 1 AS d FROM pieces UNION ALL SELECT rank, device, class, e, -1 FROM pieces)
-    WINDOW w AS (PARTITION BY rank, device ORDER BY t RANGE UNBOUNDED PRECEDING)
+    GROUP BY rank, device, t
+), cuts AS (  -- how many pieces of each class cover [t, the next cut)
+    SELECT rank, device, t, coalesce(sum(span) OVER w, 0) AS span, coalesce(sum(pre) OVER w, 0) AS pre,
+           coalesce(sum(free) OVER w, 0) AS free, coalesce(sum(sync) OVER w, 0) AS sync,
+           coalesce(sum(copy) OVER w, 0) AS copy, coalesce(sum(loader) OVER w, 0) AS loader
+    FROM deltas WINDOW w AS (PARTITION BY rank, device ORDER BY t ROWS UNBOUNDED PRECEDING)
 ), cut AS (
     SELECT *, lead(t) OVER (PARTITION BY rank, device ORDER BY t) - t AS len,
            CASE WHEN free > 0 THEN 'free' WHEN pre > 0 AND span = 0 THEN 'pre' END AS idle,
