@@ -167,6 +167,25 @@ def test_slow_rank_is_advice(tmp_path):
     assert rows == [(2, "medium", "slower than the other ranks in 1 step(s): Computing (up to 600 µs over the median)")]
 
 
+def test_time_two_rules_could_claim_goes_to_the_first(tmp_path):
+    """The host syncs while the device communicates on another stream: the compute stream's gap
+    (110-710 µs, the host's: it launched after the gap began) is exposed communication until the
+    all-reduce ends (600), and host_sync's only after it.
+
+        stream 7 |A 10-110|        gap          |B 710-810|
+        stream 8          |nccl 110-600|
+        host       sync 120-500 ... launch B at 700
+    """
+    events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation"), _launch(5, 2, 1), _kernel("gemm", 10, 100, 1),
+              x("ncclKernel_AllReduce_RING_LL_Sum_float", 110, 490, cat="kernel", pid=0, tid=8, device=0, stream=8,
+                correlation=9),
+              x("cudaDeviceSynchronize", 120, 380, cat="cuda_runtime"), _launch(700, 2, 2), _kernel("gemm", 710, 100, 2)]
+    advice = _advice(tmp_path, events)
+    total = 10 + 800  # before the first kernel, and the span
+    assert {rule: row[4] for rule, row in advice.items()} == {"exposed_communication": round(100 * 490 / total, 1),
+                                                             "host_sync": round(100 * 110 / total, 1)}
+
+
 def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[list[int]] = []
     for s, e in sorted(intervals):
