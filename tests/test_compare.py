@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import warnings
 
 import duckdb
 import pytest
@@ -14,6 +15,7 @@ import prof_engine
 from compare_traces import compare_runs  # noqa: F401 - the session fixture
 from conftest import fixture_path, write_trace, x
 from prof_engine.engine.compare import Batch, _sql
+from prof_engine.engine.compare.text import level_tables, verdict
 from prof_engine.engine.compare.thresholds import parse_threshold
 from prof_engine.errors import QueryError, ThresholdError
 
@@ -168,6 +170,51 @@ def _report(base: list, run: list, level: str = "step", rel: float = 0.02, max_s
         con.execute(_sql(name).statements())
     (row,) = con.sql("SELECT * FROM compare_report(?, ?, 1.0, 1.0, ?)", params=[Z95, rel, max_samples]).to_arrow_table().to_pylist()
     return row
+
+
+def _report_items(items: dict[str, tuple[list[float], list[float]]], level: str = "op_type") -> dict[str, dict]:
+    """compare_report over several hand-made items at one level: name → (baseline values, run values), rank 0, a call each."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE compare_runs AS SELECT * FROM (VALUES (0, 'base'), (1, 'run')) t(run, label)")
+    con.execute("""CREATE TABLE compare_samples (run INTEGER, level VARCHAR, device_type VARCHAR, item VARCHAR,
+                   detail VARCHAR, rank INTEGER, device VARCHAR, step BIGINT, value DOUBLE, calls BIGINT)""")
+    rows = [(side, level, "device", item, "", 0, "gpu0", i, v, 1)
+            for item, sides in items.items() for side, values in enumerate(sides) for i, v in enumerate(values)]
+    con.executemany("INSERT INTO compare_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    for name in ("_shift", "_report"):
+        con.execute(_sql(name).statements())
+    table = con.sql("SELECT * FROM compare_report(?, 0.02, 1.0, 1.0, 200)", params=[Z95]).to_arrow_table()
+    return {r["Item"]: r for r in table.to_pylist()}
+
+
+def test_false_discovery_rate_is_controlled_across_the_items_of_a_level():
+    """20 items, one shifted just beyond the noise floor (alone it would count), 19 unchanged: the
+    p-values match scipy's Mann–Whitney test against ±floor, the q-values scipy's Benjamini–Hochberg,
+    and one small p among 20 is not a discovery — nor does a gate fire on it."""
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(29)
+    items = {"shifted": ([100 + rng.gauss(0, 1) for _ in range(12)], [103.2 + rng.gauss(0, 1) for _ in range(12)])}
+    items |= {f"same{i:02}": ([100 + rng.gauss(0, 1) for _ in range(12)], [100 + rng.gauss(0, 1) for _ in range(12)])
+              for i in range(19)}
+    rows = _report_items(items)
+
+    def p_beyond_floor(base: list[float], run: list[float], floor: float) -> float:
+        up = stats.mannwhitneyu([v - floor for v in run], base, alternative="greater", method="asymptotic", use_continuity=False)
+        down = stats.mannwhitneyu([v + floor for v in run], base, alternative="less", method="asymptotic", use_continuity=False)
+        return min(1.0, 2 * min(up.pvalue, down.pvalue))
+
+    names = sorted(items)
+    p = [p_beyond_floor(*items[n], 0.02 * statistics.median(items[n][0])) for n in names]
+    q = stats.false_discovery_control(p, method="bh")
+    assert [rows[n]["P Value"] for n in names] == pytest.approx(p, rel=1e-5, abs=1e-9)
+    assert [rows[n]["Q Value"] for n in names] == pytest.approx(list(q), rel=1e-5, abs=1e-9)
+    shifted = rows["shifted"]
+    assert shifted["CI Low"] > shifted["Noise Floor"] and shifted["P Value"] < 0.05  # alone: slower
+    assert shifted["Q Value"] > 0.05 and shifted["Status"] == "no change" and not shifted["Significant"]
+    assert not parse_threshold("op_type > -1000%").fails(shifted)
+    assert {r["Status"] for r in rows.values()} == {"no change"}
+    alone = _report_items({"shifted": items["shifted"]})["shifted"]
+    assert (alone["Q Value"], alone["Status"]) == (pytest.approx(alone["P Value"]), "slower")
 
 
 def _hodges_lehmann(base: list, run: list) -> tuple[float, float | None, float | None]:
@@ -330,3 +377,102 @@ def test_kineto_run_against_ascend_run(tmp_path):
     assert step["Base N"] == 4 and step["Run N"] == 2 and step["Base Median"] > 0 and step["Run Median"] > 0
     assert rows[("communication", "device", "allreduce", "")]["Status"] == "added"
     assert rows[("communication", "device", "sendrecv", "")]["Status"] == "removed"
+
+
+# Runs recorded by torch.profiler in the test: what a user compares.
+
+def _record_pair(d, steps: int, batches: tuple[int, int] = (16, 16), per_cycle: int = 1, memory: bool = False) -> tuple:
+    """Two runs of one small training script, recorded with torch.profiler (CPU, with shapes):
+    run `a` trains on batches of batches[0] rows, run `b` of batches[1]; `steps` recorded steps each.
+
+    The two recordings take turns, one profiling cycle (a warm-up step, `per_cycle` recorded steps) each:
+    recorded one after the other on a shared machine, their times differ by tens of percent with its
+    load — a real difference between the runs that no statistic over one run's steps can call noise.
+    In turns, both see the same machine, as the claim "the same script, no change" presumes."""
+    torch = pytest.importorskip("torch")
+    import json
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = [(torch.randn(n, 32), torch.randn(n, 8)) for n in batches]
+    cycles: list[dict] = []
+
+    def save(prof) -> None:
+        prof.export_chrome_trace(str(d / "cycle.json"))
+        cycles.append(json.loads((d / "cycle.json").read_text(encoding="utf-8")))
+
+    cycle, cycles_per_run = per_cycle + 1, steps // per_cycle
+    with warnings.catch_warnings(), profile(
+        activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=per_cycle, repeat=2 * cycles_per_run),
+        record_shapes=True, profile_memory=memory, on_trace_ready=save,
+    ) as prof:
+        warnings.filterwarnings("ignore", "Warning: Profiler clears events")  # a trace per cycle is the point
+        for i in range(2 * cycles_per_run * cycle):
+            x, y = data[i // cycle % 2]  # cycle c belongs to run c % 2
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    runs = []
+    for side, name in enumerate("ab"):
+        trace = {**cycles[side], "traceEvents": [e for c in cycles[side::2] for e in c["traceEvents"]]}
+        write_trace(d / f"{name}.json", trace.pop("traceEvents"), **{k: v for k, v in trace.items() if k != "schemaVersion"})
+        runs.append(prof_engine.import_trace([d / f"{name}.json"], d / name, jobs=1))
+    return tuple(runs), cycles
+
+
+@pytest.fixture(scope="module")
+def same_script(tmp_path_factory):
+    (a, b), _ = _record_pair(tmp_path_factory.mktemp("same_script"), steps=8, per_cycle=2, memory=True)
+    return prof_engine.compare(a, b)
+
+
+def test_the_same_script_recorded_twice_is_no_significant_change_at_every_level(same_script):
+    """Every item of every level is tested (an interval, a q-value) and none changed: the claim "no
+    significant change" stands on a test of each item, never on items too thin to judge."""
+    rows = same_script.arrow().to_pylist()
+    assert {r["Level"] for r in rows} == {"step", "op_type", "op", "api", "memory"}
+    assert [r["Item"] for r in rows if r["Status"] != "no change" or r["Significant"]] == []
+    assert all(r["CI Low"] is not None and r["Q Value"] is not None and r["Base N"] == r["Run N"] == 8 for r in rows)
+    assert verdict(same_script) == "b vs a: no significant change"
+    assert "Benjamini–Hochberg" in same_script.method and "false discovery rate" in same_script.method
+
+
+@pytest.fixture(scope="module")
+def three_steps(tmp_path_factory):
+    (a, b), _ = _record_pair(tmp_path_factory.mktemp("three_steps"), steps=3)
+    return prof_engine.compare(a, b)
+
+
+def test_three_against_three_steps_is_inconclusive_in_table_and_verdict(three_steps):
+    rows = three_steps.arrow().to_pylist()
+    assert {r["Status"] for r in rows} == {"inconclusive"} and not any(r["Significant"] for r in rows)
+    assert all(r["CI Low"] is None and (r["Base N"], r["Run N"]) == (3, 3) for r in rows)
+    line = verdict(three_steps)
+    assert line.startswith("b vs a: inconclusive: too few samples for a 95% interval (3 vs 3 samples per item)")
+    assert "slower" not in line and "faster" not in line and "no significant change" not in line
+    step_table = level_tables(three_steps)[0]
+    assert step_table.headers[-1] == "Status" and {row[-1] for row in step_table.rows} == {"inconclusive"}
+    # no gate fires on an item that could not be judged, however low its bar
+    assert three_steps.check(["step_time > -1000%", "step_time < +1000%", "op > -1000000us"]) == []
+
+
+def test_an_op_whose_input_shapes_changed_is_matched_by_name(tmp_path):
+    """Batches of 16 rows, then of 24: each op keeps its name and changes its input shapes — one
+    `shapes changed` item per op name, its time judged as any other, instead of a removal and an addition."""
+    (a, b), cycles = _record_pair(tmp_path, steps=4, batches=(16, 24), per_cycle=2)
+    rows = _rows(prof_engine.compare(a, b, levels=["op"]), "b")
+    assert {r["Status"] for r in rows.values()} <= {"shapes changed", "no change", "slower", "faster", "count changed"}
+    # the oracle: input shapes of aten::addmm in the raw traces of each run
+    shapes = [{";".join(",".join(map(str, dims)) for dims in e["args"]["Input Dims"])
+               for c in cycles[side::2] for e in c["traceEvents"] if e.get("name") == "aten::addmm" and e.get("cat") == "cpu_op"}
+              for side in (0, 1)]
+    assert shapes[0] and shapes[1] and not shapes[0] & shapes[1]
+    addmm = rows[("op", "host", "aten::addmm", f"{' | '.join(sorted(shapes[0]))} → {' | '.join(sorted(shapes[1]))}")]
+    assert addmm["Status"] == "shapes changed" and (addmm["Base N"], addmm["Run N"]) == (4, 4)
+    assert addmm["CI Low"] is not None and addmm["Q Value"] is not None  # its time is tested as any item's
+    assert (addmm["Base Calls"], addmm["Run Calls"]) == (2, 2)  # both linear layers, under one name

@@ -65,3 +65,24 @@ def test_baseline_and_a_directory_of_runs_give_a_column_per_run(runs):
 def test_a_missing_run_is_one_error_line(runs):
     proc = cli(runs, "compare", "runs/base", "runs/absent")
     assert proc.returncode == 1 and proc.stderr.startswith("Error: ") and len(proc.stderr.splitlines()) == 1
+
+
+def test_runs_with_nothing_in_common_are_one_error_line_not_no_change(tmp_path):
+    """A run whose records are all unclassified (no step, op or API) beside another such run, and two
+    runs of unrelated ops compared at the op level: nothing is on both sides, so there is nothing to
+    judge — exit 1 and one line saying why, never "no significant change"."""
+    import prof_engine
+    from conftest import write_trace, x
+
+    base = 1.7e15
+    traces = {"mm": [x("aten::mm", base + i * 100, 10) for i in range(5)],
+              "add": [x("aten::add", base + i * 100, 10) for i in range(5)],
+              "odd1": [x("mystery", base + i * 100, 10, cat="made_up") for i in range(5)],
+              "odd2": [x("mystery", base + i * 100, 12, cat="made_up") for i in range(5)]}
+    for name, events in traces.items():
+        prof_engine.import_trace([write_trace(tmp_path / f"{name}.json", events)], tmp_path / name, jobs=1)
+    for args, why in ((("odd1", "odd2"), "(neither has any)"), (("mm", "add", "--level", "op"), "(1 only in mm, 1 only in add)")):
+        proc = cli(tmp_path, "compare", *args)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(f"Error: {args[1]} and {args[0]} have nothing in common")
+        assert why in proc.stderr and "no significant change" not in proc.stdout

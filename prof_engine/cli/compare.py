@@ -19,7 +19,8 @@ from prof_engine.errors import ThresholdError
 
 FORMATS = ("table", "csv", "json", "markdown")
 _STATUS_STYLE = {"slower": "red", "higher": "red", "added": "yellow", "removed": "yellow",
-                 "count changed": "yellow", "faster": "green", "lower": "green"}
+                 "count changed": "yellow", "shapes changed": "yellow", "faster": "green", "lower": "green",
+                 "inconclusive": "dim"}
 
 
 def _runs(runs: list[Path], baseline: Path | None) -> tuple[Path, list[Path]]:

@@ -3,6 +3,8 @@
 --   distribution-free confidence interval and a p-value — the statistics of a comparison, over the
 --   samples of every run in `compare_samples` (one row per run, level, item and sample; see _samples.sql).
 -- requires: compare_samples, compare_runs
+-- Created after compare_samples is filled: _compare_paired, _compare_filled and _compare_sides are
+-- tables, computed once (as views each use recomputed the join, three times slower).
 -- Algorithm:
 -- 0. Pairs: each other run (`cmp`) meets the baseline on its own, so the baseline's samples are
 --    read once per other run. Shapes are matched by name there: in the op level, the input shapes
@@ -44,7 +46,7 @@ CREATE OR REPLACE MACRO _compare_erfc_fit(t, x) AS t * exp(-x * x - 1.26551223 +
 CREATE OR REPLACE MACRO compare_erfc(x) AS
     CASE WHEN x >= 0 THEN _compare_erfc_fit(1 / (1 + 0.5 * x), x) ELSE 2 - _compare_erfc_fit(1 / (1 - 0.5 * x), -x) END;
 
-CREATE OR REPLACE VIEW _compare_paired AS
+CREATE OR REPLACE TABLE _compare_paired AS
 WITH pairs AS (
     SELECT run AS cmp FROM compare_runs WHERE run > 0
 ), keys AS (
@@ -66,7 +68,7 @@ LEFT JOIN changed c ON c.cmp = p.cmp AND s.level = 'op' AND (c.device_type, c.it
                  AND (l.device_type, l.item, l.detail) = (s.device_type, s.item, s.detail))
 GROUP BY ALL;
 
-CREATE OR REPLACE VIEW _compare_filled AS
+CREATE OR REPLACE TABLE _compare_filled AS
 WITH units AS (
     SELECT DISTINCT cmp, base, level, device_type, rank, device, step FROM _compare_paired WHERE compare_filled_level(level)
 ), items AS (
@@ -83,7 +85,7 @@ UNION ALL
 SELECT cmp, base, level, device_type, item, detail, shapes_changed, rank, device, step, value, calls
 FROM _compare_paired WHERE NOT compare_filled_level(level) AND value IS NOT NULL;
 
-CREATE OR REPLACE VIEW _compare_sides AS
+CREATE OR REPLACE TABLE _compare_sides AS
 SELECT cmp, base, level, device_type, item, detail, shapes_changed, count(*) AS n, median(value) AS med,
        1.4826 * mad(value) AS spread, median(calls) AS calls_med, sum(calls) AS calls_total
 FROM _compare_filled GROUP BY ALL;

@@ -13,9 +13,11 @@ Grammar (spaces optional):
                 | 'us' | 'ms'                Delta in time per step (not for memory)
                 | 'MB'                       Delta of a memory peak (memory only)
 
-A row fails a threshold when its change is significant (column `Significant`: the whole
-confidence interval lies beyond the noise floor, or the item was added or removed) and its Delta
-passes the amount; a change inside the noise never fails a gate. Examples: `step_time > +5%`,
+A row fails a threshold when its change is significant (column `Significant`: its Benjamini–Hochberg
+q-value is within the false discovery rate and the whole confidence interval lies beyond the noise
+floor, or the item was added or removed) and its Delta passes the amount; a change inside the
+noise, an `inconclusive` item (too few samples) or one the false-discovery control rejects never
+fails a gate. Examples: `step_time > +5%`,
 `op_type > +50us`, `memory > +512MB`, `step[Free] > +10%`, `step_time < -50%`.
 """
 
