@@ -437,3 +437,31 @@ main()
 """
     proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 130 and proc.stderr in ("Interrupted\n", ""), (proc.returncode, proc.stderr[-2000:])
+
+
+@pytest.mark.parametrize("sql, refused", [
+    ("select * from read_csv('/etc/passwd')", "Permission Error"),
+    ("copy (select 1 as a) to 'run/leak.csv'", "not COPY"),
+    ("attach 'other.db'", "not ATTACH"),
+    ("install httpfs", "not LOAD"),
+    ("set enable_external_access = true", "not SET"),
+    ("select 1; copy (select 1 as a) to 'leak.csv'", "not COPY"),
+])
+def test_query_safe_refuses_files_writes_and_settings(good, sql, refused):
+    """`query` is full DuckDB (documented); `query --safe` (`open(path, read_only_sql=True)`) is
+    for serving SQL from others: only SELECT/EXPLAIN, no file outside the run, nothing written."""
+    assert_user_error(cli(good, "query", "run", sql, "--safe"), refused)
+    assert not (good / "run" / "leak.csv").exists() and not (good / "leak.csv").exists()
+    assert "1" in cli(good, "query", "run", "select count(*) from op_statistic", "--safe", "--format", "csv").stdout
+
+
+def test_query_safe_still_spills_and_reads_the_run(tmp_path):
+    """A sandboxed session reads every view and still spills to its temporary directory."""
+    import prof_engine
+
+    (tmp_path / "t.json").write_text(trace_text(), encoding="utf-8")
+    run = prof_engine.import_trace([tmp_path / "t.json"], tmp_path / "run")
+    with prof_engine.open(run, memory_limit="100MB", read_only_sql=True) as r:
+        assert r.sql("select count(*) from op_statistic").rows()[0][0] > 0 and len(r.summary()) >= 4
+        big = "select count(*), max(s) from (select i, md5(i::varchar) s from range(2000000) t(i) order by s)"
+        assert r.sql(big).rows()[0][0] == 2_000_000

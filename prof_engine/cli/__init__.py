@@ -134,8 +134,10 @@ def query(
     steps: StepsOpt = None,
     limit: Annotated[int, typer.Option(min=0, help="Rows a table prints (0: all); csv and json print all.")] = 1000,
     wide: WideOpt = False,
+    safe: Annotated[bool, typer.Option("--safe", help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.")] = False,
 ) -> None:
-    """Run SQL. Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
+    """Run SQL: full DuckDB (it can read and write any file, COPY, ATTACH, INSTALL) unless --safe.
+    Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
     from functools import partial
 
     from prof_engine import open
@@ -146,7 +148,7 @@ def query(
     writers = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
-    with open(run, steps) as r:
+    with open(run, steps, read_only_sql=safe) as r:
         writers[fmt](r.sql(sql))
 
 

@@ -168,6 +168,21 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+SAFE_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+
+
+def sandbox(con: duckdb.DuckDBPyConnection, run: Path) -> None:
+    """Lock `con` for SQL from others, once the run's views exist: DuckDB's file access limited to
+    the run and the spill directory (read-only for the run: `Run.sql` lets only SELECT through), no
+    extension installed or loaded, no database attached, and no setting changed after this."""
+    spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
+    con.execute("SET allowed_directories = ?", [[f"{run.resolve()}/", f"{spill}/"]])
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
 def query_error(e: Exception) -> QueryError:
     """A DuckDB error in a query as the one line a user sees. Running out of the session's memory
     (a DuckDB error, or an OSError where the rows streamed through Arrow) says how to give it more."""
@@ -187,11 +202,14 @@ class Run:
     devices' peaks per precision (`{"bf16": 989.4}`; default: `PROF_ENGINE_PEAK_TFLOPS`), in
     place of the datasheet figures op_flops and flops_summary measure against. `views` creates
     only those views and what they require (default: all), which opens a run faster (~0.2 s) for
-    a script that asks few questions.
+    a script that asks few questions. `read_only_sql` makes `sql` safe to serve to others: only
+    SELECT statements (with EXPLAIN), files outside the run unreadable, nothing written, installed
+    or attached, no setting changed (`sandbox`).
     """
 
     def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
-                 peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None) -> None:
+                 peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
+                 read_only_sql: bool = False) -> None:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
@@ -199,8 +217,11 @@ class Run:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
         self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
+        self.read_only_sql = read_only_sql
         try:
             attach(self.con, self.path, self.manifest, self.steps, peak_tflops, views)
+            if read_only_sql:
+                sandbox(self.con, self.path)
         except BaseException:
             self.con.close()
             raise
@@ -223,6 +244,9 @@ class Run:
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
         try:
+            if self.read_only_sql and (refused := [str(s.type).rsplit(".", 1)[-1] for s in self.con.extract_statements(query)
+                                                   if s.type not in SAFE_STATEMENTS]):
+                raise QueryError(f"read-only SQL (--safe) runs SELECT and EXPLAIN statements only, not {refused[0]}")
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
         except duckdb.Error as e:
@@ -599,6 +623,8 @@ def use_stored(con: duckdb.DuckDBPyConnection, **stored: bool) -> None:
 
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
-             peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None) -> Run:
-    """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`: see `Run`)."""
-    return Run(path, steps, memory_limit, peak_tflops, views)
+             peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
+             read_only_sql: bool = False) -> Run:
+    """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`,
+    `read_only_sql`: see `Run`)."""
+    return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql)
