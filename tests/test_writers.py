@@ -128,3 +128,17 @@ def test_workers_die_with_a_killed_import(tmp_path):
         proc.kill()
         for pid in _alive(workers):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_an_open_run_replaced_by_force_answers_from_the_new_run(tmp_path):
+    """A query on a run opened before `import --force` replaced it failed with an internal IO
+    error (its files were gone); it is answered from the run now at the path."""
+    small_trace(tmp_path / "a.json")
+    write_trace(tmp_path / "b.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+                                      *(x(f"aten::op{i}", 10 + i, 1) for i in range(5))])
+    run = prof_engine.import_trace([tmp_path / "a.json"], tmp_path / "run")
+    with prof_engine.open(run) as r:
+        assert r.sql("select count(*) from slices").rows() == [(2,)]
+        prof_engine.import_trace([tmp_path / "b.json"], tmp_path / "run", force=True)
+        assert r.sql("select count(*) from slices").rows() == [(6,)]
+        assert r.manifest["id"] == json.loads((run / "manifest.json").read_text())["id"]

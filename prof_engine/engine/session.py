@@ -211,20 +211,32 @@ class Run:
                  peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
                  read_only_sql: bool = False) -> None:
         self.path = Path(path)
-        self.manifest = read_manifest(self.path)
         self.steps = [int(s) for s in steps] if steps else None
+        self.read_only_sql = read_only_sql
+        self._options = (memory_limit, peak_tflops, views)
+        self._open()
+
+    def _open(self) -> None:
+        memory_limit, peak_tflops, views = self._options
+        self.manifest = read_manifest(self.path)
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
         self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
-        self.read_only_sql = read_only_sql
         try:
             attach(self.con, self.path, self.manifest, self.steps, peak_tflops, views)
-            if read_only_sql:
+            if self.read_only_sql:
                 sandbox(self.con, self.path)
         except BaseException:
             self.con.close()
             raise
+
+    def _replaced(self) -> bool:
+        """Whether another run now stands at this run's path (`import --force` swapped it in)."""
+        try:
+            return read_manifest(self.path)["id"] != self.manifest["id"]
+        except Exception:  # noqa: BLE001 - no readable run there: not a replacement to reopen
+            return False
 
     def __enter__(self) -> Run:
         return self
@@ -249,8 +261,16 @@ class Run:
                 raise QueryError(f"read-only SQL (--safe) runs SELECT and EXPLAIN statements only, not {refused[0]}")
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
+        except duckdb.IOException as e:
+            # the run was replaced (import --force) since it was opened: its files are gone, so
+            # the query is answered from the run now at the path, never from a half of each
+            if not self._replaced():
+                raise query_error(e) from None
         except duckdb.Error as e:
             raise query_error(e) from None
+        self.close()
+        self._open()
+        return self.sql(query, params)
 
     def view(self, name: str) -> Result:
         """The rows of a view (see `views()`)."""
