@@ -203,15 +203,15 @@ def test_false_discovery_rate_is_controlled_across_the_items_of_a_level():
         down = stats.mannwhitneyu([v + floor for v in run], base, alternative="less", method="asymptotic", use_continuity=False)
         return min(1.0, 2 * min(up.pvalue, down.pvalue))
 
+    shifted = rows["shifted"]
+    assert shifted["Status"] == "no change" and not shifted["Significant"]
+    assert not parse_threshold("op_type > -1000%").fails(shifted)
     names = sorted(items)
     p = [p_beyond_floor(*items[n], 0.02 * statistics.median(items[n][0])) for n in names]
     q = stats.false_discovery_control(p, method="bh")
     assert [rows[n]["P Value"] for n in names] == pytest.approx(p, rel=1e-5, abs=1e-9)
     assert [rows[n]["Q Value"] for n in names] == pytest.approx(list(q), rel=1e-5, abs=1e-9)
-    shifted = rows["shifted"]
-    assert shifted["CI Low"] > shifted["Noise Floor"] and shifted["P Value"] < 0.05  # alone: slower
-    assert shifted["Q Value"] > 0.05 and shifted["Status"] == "no change" and not shifted["Significant"]
-    assert not parse_threshold("op_type > -1000%").fails(shifted)
+    assert shifted["CI Low"] > shifted["Noise Floor"] and shifted["P Value"] < 0.05 < shifted["Q Value"]
     assert {r["Status"] for r in rows.values()} == {"no change"}
     alone = _report_items({"shifted": items["shifted"]})["shifted"]
     assert (alone["Q Value"], alone["Status"]) == (pytest.approx(alone["P Value"]), "slower")
@@ -437,7 +437,8 @@ def test_the_same_script_recorded_twice_is_no_significant_change_at_every_level(
     rows = same_script.arrow().to_pylist()
     assert {r["Level"] for r in rows} == {"step", "op_type", "op", "api", "memory"}
     assert [r["Item"] for r in rows if r["Status"] != "no change" or r["Significant"]] == []
-    assert all(r["CI Low"] is not None and r["Q Value"] is not None and r["Base N"] == r["Run N"] == 8 for r in rows)
+    assert all(r["CI Low"] is not None and r["Base N"] == r["Run N"] == 8 for r in rows)  # memory too: a peak per step
+    assert all(r["Q Value"] is not None for r in rows)
     assert verdict(same_script) == "b vs a: no significant change"
     assert "Benjamini–Hochberg" in same_script.method and "false discovery rate" in same_script.method
 
