@@ -281,10 +281,11 @@ class Run:
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         """The tables `prof-engine show` prints: step breakdown, top ops, op types, API calls, and
-        advice where the run has findings; with `more` (the report), framework ops, the streams' idle
-        gaps by cause, the matrix multiplies' and convolutions' FLOPS, communication by op type,
-        memory peaks and the ops that allocated most where the run has them. (The first call
-        defines the `summary_*` table macros it reads, which `sql` may then use as well.)"""
+        advice (its findings, or a row saying none fired and what was checked); with `more` (the
+        report), framework ops, the streams' idle gaps by cause, the matrix multiplies' and
+        convolutions' FLOPS, communication by op type, memory peaks and the ops that allocated most
+        where the run has them. (The first call defines the `summary_*` table macros it reads,
+        which `sql` may then use as well.)"""
         if not self._summary_macros:
             _create(self.con, definitions()["_summary"])
             self._summary_macros = True
@@ -299,9 +300,7 @@ class Run:
             f"Top {n} op types (op_statistic)": self._head("summary_op_types", n),
             f"Top {n} API calls (api_statistic)": self._head("summary_apis", n),
         }
-        advice = self.sql("SELECT * FROM summary_advice(?)", [n])
-        if len(advice):
-            tables["Advice (advice: what to look at first)"] = advice
+        tables["Advice (advice: what to look at first)"] = self._head("summary_advice", n)  # or "no findings"
         if more:
             for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
                                  (f"Top {n} idle gaps per stream, by cause (idle_time)", "summary_idle"),
