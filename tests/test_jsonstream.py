@@ -94,3 +94,16 @@ def test_bad_input_is_one_clear_error(tmp_path, text, message):
 )
 def test_us_text_to_ns(text, ns):
     assert us_text_to_ns(text) == ns
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a":' * 100_000 + b"1" + b"}" * 100_000,  # an object without traceEvents
+    b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",  # one event's args
+], ids=["object", "args"])
+def test_nesting_past_the_recursion_limit_is_an_input_error(tmp_path, text):
+    """msgspec decodes nesting recursively: a trace nested 100,000 deep raised RecursionError, a
+    traceback from `import` (found by benchmarks/fuzz.py); it is one InputError naming the file."""
+    path = tmp_path / "deep.json"
+    path.write_bytes(text)
+    with pytest.raises(InputError, match="deep.json: .*nested too deeply"):
+        _read(path, 1 << 20)

@@ -143,6 +143,8 @@ class ChromeTraceReader:
                 yield from chunks_of(f)
             except (OSError, EOFError, zlib.error) as e:
                 raise self._fail(f"cannot read ({e}; truncated or corrupt gzip?)") from None
+            except RecursionError:  # msgspec decodes nesting recursively: a hostile trace nests past the limit
+                raise self._fail("not valid JSON: nested too deeply") from None
 
     def _read(self, f: BinaryIO) -> bytes:
         data = f.read(self.chunk_bytes)
