@@ -456,8 +456,9 @@ def test_three_against_three_steps_is_inconclusive_in_table_and_verdict(three_st
     line = verdict(three_steps)
     assert line.startswith("b vs a: inconclusive: too few samples for a 95% interval (3 vs 3 samples per item)")
     assert "slower" not in line and "faster" not in line and "no significant change" not in line
-    step_table = level_tables(three_steps)[0]
+    step_table = level_tables(three_steps, top=2)[0]
     assert step_table.headers[-1] == "Status" and {row[-1] for row in step_table.rows} == {"inconclusive"}
+    assert step_table.hidden > 0 and step_table.hidden_changed == 0 and len(three_steps.changes()) == 0
     # no gate fires on an item that could not be judged, however low its bar
     assert three_steps.check(["step_time > -1000%", "step_time < +1000%", "op > -1000000us"]) == []
 

@@ -194,10 +194,13 @@ class Comparison(Result):
         return self.settings.method()
 
     def changes(self) -> Result:
-        """Only the rows whose status is not `no change`, in the same order (by level, then impact)."""
+        """Only the rows that changed — status neither `no change` nor `inconclusive` — in the same order
+        (by level, then impact)."""
         import pyarrow.compute as pc
 
-        return Result(self.arrow().filter(pc.not_equal(self.arrow()["Status"], "no change")))
+        from prof_engine.engine.compare.text import UNCHANGED
+
+        return Result(self.arrow().filter(pc.invert(pc.is_in(self.arrow()["Status"], value_set=pa.array(UNCHANGED)))))
 
     def wide(self) -> Result:
         """One row per item, a column group per run (`<run> Median`, `<run> Delta(%)`, `<run> Status`)."""

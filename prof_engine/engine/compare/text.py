@@ -24,6 +24,7 @@ TITLES = {
     "memory": "Memory peak per step (memory)",
 }
 KEY = ("Level", "Device Type", "Item", "Detail")
+UNCHANGED = ("no change", "inconclusive")  # statuses that claim no change: "N changed" never counts them
 
 
 @dataclass(frozen=True)
@@ -117,13 +118,13 @@ def level_tables(cmp: Comparison, top: int = 10) -> list[TextTable]:
         if single:
             headers = _single_headers(level, cmp.settings.confidence)
             cells = [_single_row(r, level) for r in shown]
-            changed = sum(r["Status"] != "no change" for r in mine[len(shown):])
+            changed = sum(r["Status"] not in UNCHANGED for r in mine[len(shown):])
         else:
             detail = level not in ("step", "communication")
             headers = ["Item", "Where"] + (["Detail"] if detail else []) + ["Base"] + list(cmp.runs)
             cells = [[w["Item"], w["Device Type"]] + ([w["Detail"]] if detail else []) + [_num(w["Base Median"])]
                      + [_wide_cell(w, run) for run in cmp.runs] for w in shown]
-            changed = sum(any(w.get(f"{run} Status") not in (None, "no change") for run in cmp.runs)
+            changed = sum(any(w.get(f"{run} Status") not in (None, *UNCHANGED) for run in cmp.runs)
                           for w in mine[len(shown):])
         title = f"{TITLES[level]}, {_unit(level)}"
         tables.append(TextTable(title, headers, cells, len(mine) - len(shown), changed))
