@@ -217,6 +217,27 @@ def test_false_discovery_rate_is_controlled_across_the_items_of_a_level():
     assert (alone["Q Value"], alone["Status"]) == (pytest.approx(alone["P Value"]), "slower")
 
 
+def test_verdict_names_inconclusive_items_beside_no_change():
+    """Step time over 6 steps a side (tested, unchanged), an op seen in 2 steps a side (too few): the
+    verdict says both, and the op is not counted as a change."""
+    from prof_engine.engine.compare import Comparison, Settings, _Meta
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE compare_runs AS SELECT * FROM (VALUES (0, 'base'), (1, 'run')) t(run, label)")
+    con.execute("""CREATE TABLE compare_samples (run INTEGER, level VARCHAR, device_type VARCHAR, item VARCHAR,
+                   detail VARCHAR, rank INTEGER, device VARCHAR, step BIGINT, value DOUBLE, calls BIGINT)""")
+    rows = [(side, "step", "device", "Step Time", "", 0, "gpu0", i, 100.0 + i, 1) for side in (0, 1) for i in range(6)]
+    rows += [(side, "op", "device", "k", "", 0, "gpu0", i, 10.0 + 5 * side, 1) for side in (0, 1) for i in range(2)]
+    con.executemany("INSERT INTO compare_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    for name in ("_shift", "_report"):
+        con.execute(_sql(name).statements())
+    table = con.sql("SELECT * FROM compare_report(?, 0.02, 1.0, 1.0, 200)", params=[Z95]).to_arrow_table()
+    cmp = Comparison(table, _Meta("base", ["run"], Settings(), ("step", "op")))
+    assert [r["Status"] for r in table.to_pylist()] == ["no change", "inconclusive"]
+    assert verdict(cmp) == "run vs base: no significant change; 1 other item inconclusive (too few samples for a 95% interval)"
+    assert len(cmp.changes()) == 0
+
+
 def _hodges_lehmann(base: list, run: list) -> tuple[float, float | None, float | None]:
     """Median of the differences run − base within each shared rank (all pooled if none is shared); the
     interval inverts the stratified Mann–Whitney test: the k-th smallest and largest difference."""

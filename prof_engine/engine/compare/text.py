@@ -153,21 +153,20 @@ def verdict(cmp: Comparison) -> str:
         steps = [r for r in mine if r["Level"] == "step" and r["Item"] == "Step Time"]
         counts: dict[str, int] = {}
         for r in mine:
-            if r["Status"] not in ("no change", "inconclusive") and r not in steps:
+            if r["Status"] not in UNCHANGED and r not in steps:
                 counts[r["Status"]] = counts.get(r["Status"], 0) + 1
         unjudged = sum(r["Status"] == "inconclusive" for r in mine if r not in steps)
         found = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        parts = [_headline(r) for r in steps[:1]]
-        n = sum(counts.values())
-        other = " other" if steps else ""
-        parts.append(f"{n}{other} change{'s' if n > 1 else ''}: {found}" if counts else "no other significant change")
-        if unjudged:
-            parts.append(f"{unjudged}{other} item{'s' if unjudged > 1 else ''} inconclusive ({few})")
-        judged = [r for r in mine if r["Status"] != "inconclusive"]
-        if not counts and not judged:
-            parts = [f"inconclusive: {few} ({_sample_sizes(mine)})"] + parts[:1]
+        head = [_headline(r) for r in steps[:1]]
+        n, other = sum(counts.values()), " other" if steps else ""
+        change = f"{n}{other} change{'s' if n > 1 else ''}: {found}" if counts else "no other significant change"
+        unsure = [f"{unjudged}{other} item{'s' if unjudged > 1 else ''} inconclusive ({few})"] if unjudged else []
+        if not counts and all(r["Status"] == "inconclusive" for r in mine):
+            parts = [f"inconclusive: {few} ({_sample_sizes(mine)})", *head]
         elif not counts and all(r["Status"] == "no change" for r in steps):
-            parts = ["no significant change"] + parts[2:]
+            parts = ["no significant change", *unsure]
+        else:
+            parts = [*head, change, *unsure]
         lines.append(f"{run} vs {cmp.baseline}: " + "; ".join(parts))
     return "\n".join(lines)
 
