@@ -238,6 +238,16 @@ def test_verdict_names_inconclusive_items_beside_no_change():
     assert len(cmp.changes()) == 0
 
 
+@pytest.mark.parametrize("x", [-3.0, -0.5, 0.0, 0.7, 1.959964, 5.0, 12.0])
+def test_erfc_keeps_its_relative_precision_in_the_tail(x):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE compare_runs (run INTEGER, label VARCHAR)")
+    con.execute("""CREATE TABLE compare_samples (run INTEGER, level VARCHAR, device_type VARCHAR, item VARCHAR,
+                   detail VARCHAR, rank INTEGER, device VARCHAR, step BIGINT, value DOUBLE, calls BIGINT)""")
+    con.execute(_sql("_shift").statements())
+    assert con.execute("SELECT compare_erfc(?)", [x]).fetchone()[0] == pytest.approx(math.erfc(x), rel=2e-7)
+
+
 def _hodges_lehmann(base: list, run: list) -> tuple[float, float | None, float | None]:
     """Median of the differences run − base within each shared rank (all pooled if none is shared); the
     interval inverts the stratified Mann–Whitney test: the k-th smallest and largest difference."""

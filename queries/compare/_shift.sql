@@ -4,7 +4,7 @@
 --   samples of every run in `compare_samples` (one row per run, level, item and sample; see _samples.sql).
 -- requires: compare_samples, compare_runs
 -- Created after compare_samples is filled: _compare_paired, _compare_filled and _compare_sides are
--- tables, computed once (as views each use recomputed the join, three times slower).
+-- tables, computed once; as views, each use would compute the pairing again.
 -- Algorithm:
 -- 0. Pairs: each other run (`cmp`) meets the baseline on its own, so the baseline's samples are
 --    read once per other run. Shapes are matched by name there: in the op level, the input shapes
