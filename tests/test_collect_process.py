@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -187,3 +189,119 @@ def test_a_recorded_step_waits_for_its_torch_cycle(tmp_path, end):
     with prof_engine.open(tmp_path / "run") as r:
         assert r.manifest["state"] == ("interrupted" if end == "killed" else "complete")
         assert r.sql("SELECT count(*) FROM slices WHERE name = 'step_body'").rows() == [(0 if end == "killed" else 1,)]
+
+
+# A program of optimizer steps that prints each, then kills itself with the signal named in argv
+# (or, without one, steps until a signal ends it).
+STEPPING_PROGRAM = """
+import os, signal, sys, time, torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = 0
+while len(sys.argv) < 3 or step < int(sys.argv[2]):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    print("step", step, flush=True)
+    step += 1
+    time.sleep(0.05)
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+"""
+
+
+def _collect(tmp_path: Path, *program_args: str) -> subprocess.Popen:
+    (tmp_path / "prog.py").write_text(STEPPING_PROGRAM)
+    return subprocess.Popen([sys.executable, "-m", "prof_engine", "collect", "-o", "run", "--level", "Level_none",
+                             "--", "python", "prog.py", *program_args], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_line(proc: subprocess.Popen, line: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            got = proc.stdout.readline()
+            if got.strip() == line:
+                return
+            assert got, f"the CLI ended before printing {line!r}: {proc.stderr.read()[-2000:]}"
+    raise AssertionError(f"no {line!r} within {timeout} s")
+
+
+def _reported_steps(stderr: str) -> int:
+    m = re.search(r"recorded (\d+) step\(s\) into", stderr)
+    assert m, stderr[-2000:]
+    return int(m.group(1))
+
+
+def _run_steps(run: Path) -> list[int]:
+    with prof_engine.open(run) as r:
+        return sorted({s["step"] for s in r.manifest["steps"]})
+
+
+def test_collect_of_a_killed_program_exits_128_plus_signal_and_reports_the_runs_steps(tmp_path):
+    """The writer outlives the killed program; the CLI counts the steps once it has published them
+    all (not while it still does), and exits as a shell would: 128+9."""
+    pytest.importorskip("torch")
+    cli_proc = _collect(tmp_path, "SIGKILL", "6")
+    _, err = cli_proc.communicate(timeout=300)
+    assert cli_proc.returncode == 137, err[-2000:]
+    assert "the program was killed by SIGKILL" in err and "Traceback" not in err
+    steps = _run_steps(tmp_path / "run")
+    assert steps == list(range(6))  # every step the program ended was handed over before it died
+    assert _reported_steps(err) == len(steps)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_collect_goes_to_the_program(tmp_path, sig):
+    """SIGTERM/SIGINT sent to `prof-engine collect` reach the program (here, a loop only a signal
+    ends); the CLI then reports the run's steps and exits 128+signal. SIGINT ends the program in
+    order (KeyboardInterrupt), so its run is complete."""
+    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("torch")
+    cli_proc = _collect(tmp_path)
+    try:
+        _wait_for_line(cli_proc, "step 2")
+        program = psutil.Process(cli_proc.pid).children()
+        os.kill(cli_proc.pid, sig)
+        _, err = cli_proc.communicate(timeout=120)
+        assert cli_proc.returncode == 128 + sig, err[-2000:]
+        assert f"the program was killed by {signal.Signals(sig).name}" in err
+        steps = _run_steps(tmp_path / "run")
+        assert len(steps) >= 3 and _reported_steps(err) == len(steps)
+        with prof_engine.open(tmp_path / "run") as r:
+            assert r.manifest["state"] == ("complete" if sig == signal.SIGINT else "interrupted")
+    finally:
+        cli_proc.kill()
+        for p in program:  # on the old code the program ran on
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def test_kill_9_of_collect_takes_the_program_with_it(tmp_path):
+    """The program dies with the CLI (PR_SET_PDEATHSIG); its writer still marks the run interrupted."""
+    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("torch")
+    cli_proc = _collect(tmp_path)
+    program = []
+    try:
+        _wait_for_line(cli_proc, "step 1")
+        program = psutil.Process(cli_proc.pid).children()
+        assert len(program) == 1
+        cli_proc.kill()
+        cli_proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while program[0].is_running() and program[0].status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not program[0].is_running() or program[0].status() == psutil.STATUS_ZOMBIE
+        manifest = tmp_path / "run" / "manifest.json"
+        deadline = time.monotonic() + 60
+        while json.loads(manifest.read_text())["state"] == "recording" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert json.loads(manifest.read_text())["state"] == "interrupted"
+    finally:
+        for p in program:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass

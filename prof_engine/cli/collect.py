@@ -28,7 +28,8 @@ def collect(
 ) -> None:
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
 
-    Steps are the program's optimizer steps; each finished step is written while the program runs."""
+    Steps are the program's optimizer steps; each finished step is written while the program runs.
+    SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N."""
     from prof_engine import open
     from prof_engine.cli import render
     from prof_engine.engine.session import step_numbers
@@ -44,11 +45,17 @@ def collect(
     settings = given.merged_over(load(config) if config else from_env())
     run_dir = output or Path(settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}")
     done = collect_program(command, run_dir, settings, force=force)
-    with open(done.run) as run:
-        for title, result in run.summary(top).items():
-            render.table(result, title=title)
+    with open(done.run) as run:  # the writer has finished: the run holds every step it will
+        if done.writer_done:
+            for title, result in run.summary(top).items():
+                render.table(result, title=title)
         steps_seen = len(step_numbers(run.manifest))
-    render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
-    if done.returncode:
-        render.err.print(f"the program exited with status {done.returncode}", highlight=False)
-        raise typer.Exit(done.returncode)
+    if done.writer_done:
+        render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
+    else:
+        render.err.print(f"stopped waiting: {steps_seen} step(s) in {done.run} so far; the collector "
+                         "may still be writing into it", highlight=False)
+    if done.describe():
+        render.err.print(done.describe(), highlight=False)
+    if done.status:
+        raise typer.Exit(done.status)

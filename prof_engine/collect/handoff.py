@@ -32,6 +32,9 @@ from prof_engine.store import LiveRun, SourceFile
 log = logging.getLogger("prof_engine")
 
 _STOP = object()
+# Descriptors the next writer process inherits: `prof-engine collect` gives the program (run.py) a
+# pipe that only the writer must hold, so that its end-of-file tells the CLI the run is written.
+inherited_fds: tuple[int, ...] = ()
 
 
 class Handoff:
@@ -47,7 +50,7 @@ class Handoff:
             [str(Path(prof_engine.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
         try:
             self._proc = subprocess.Popen([sys.executable, "-m", "prof_engine.collect.writer_process"], env=env,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=inherited_fds)
         except OSError as e:
             raise CollectError(f"cannot start the collector's writer process ({e.strerror or e})") from None
         self._queue.put(Start(live, source, own_steps, bool(subscribers), keep_traces))

@@ -4,6 +4,11 @@
 a private config file, starts `python -m prof_engine.collect.run train.py --lr 0.1` with
 `PROF_ENGINE_CONFIG` naming it, waits for the program and returns the run it recorded with the
 program's exit status.
+
+The program is supervised: SIGINT and SIGTERM sent to this process are passed on to it, and the
+kernel kills it when this process dies (even by kill -9), so it never runs on unwatched. Its
+writer process (see `handoff`) outlives it to publish what it was handed; the run is read only
+once the writer has finished, told by the end-of-file of a pipe that only the writer holds open.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from prof_engine._process import die_with_parent
 from prof_engine.collect.config import ENV, Settings
 from prof_engine.collect.schedule import Schedule, schedule
 from prof_engine.errors import CollectError, RunError
@@ -26,14 +36,38 @@ from prof_engine.store import MANIFEST
 
 _PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
 _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
+# Names the descriptor of the pipe whose end-of-file says the writer is done (run.py hands it on).
+WRITER_FD_ENV = "PROF_ENGINE_WRITER_FD"
+FORWARDED = (signal.SIGINT, signal.SIGTERM)
+_SI_USER_MAX = 0  # si_code <= 0: a process sent the signal (kill, tgkill, sigqueue); > 0: the kernel (a terminal)
 
 
 @dataclass(frozen=True)
 class Collected:
-    """What `collect_program` made: the run directory and the program's exit status."""
+    """What `collect_program` made: the run directory and how the program ended."""
 
     run: Path
-    returncode: int
+    returncode: int  # as subprocess gives it: -N when signal N killed the program
+    signal: int | None = None  # the first SIGINT/SIGTERM this process got (and passed on) while it ran
+    writer_done: bool = True  # False when a second signal stopped the wait for the writer: the run may grow
+
+    @property
+    def status(self) -> int:
+        """The exit status to pass on, as a shell gives it: 128+N for a program killed by signal N;
+        128+N too for one that ended in order after this process was sent signal N."""
+        if self.returncode < 0:
+            return 128 - self.returncode
+        if self.returncode == 0 and self.signal is not None:
+            return 128 + self.signal
+        return self.returncode
+
+    def describe(self) -> str:
+        """How the program ended, in words ("" for a plain exit 0)."""
+        if self.returncode < 0:
+            return f"the program was killed by {_signal_name(-self.returncode)}"
+        if self.signal is not None:
+            return f"the program exited with status {self.returncode} after {_signal_name(self.signal)}"
+        return f"the program exited with status {self.returncode}" if self.returncode else ""
 
 
 def steps_schedule(steps: str | None) -> Schedule:
@@ -92,7 +126,84 @@ def collect_program(command: Sequence[str], output: Path | str, settings: Settin
         config = Path(tmp) / "config.json"
         config.write_text(json.dumps(settings.as_json()), encoding="utf-8")
         env = {**os.environ, ENV: str(config), "WORLD_SIZE": os.environ.get("WORLD_SIZE", "1")}
-        code = subprocess.run(child, env=env).returncode
+        done = _supervise(child, env, run)
     if not (run / MANIFEST).is_file():
-        raise CollectError(f"the program exited with status {code} before anything was recorded")
-    return Collected(run, code)
+        how = done.describe() or "the program exited with status 0"
+        raise CollectError(f"{how} before anything was recorded")
+    return done
+
+
+def _supervise(child: list[str], env: dict[str, str], run: Path) -> Collected:
+    """Run `child`, passing SIGINT/SIGTERM on to it, until it and its writer have ended.
+
+    The signals are blocked here and taken with sigtimedwait, which says who sent each: Ctrl-C in
+    a terminal reaches the whole foreground group, the program included, and is not sent twice (a
+    second SIGINT could break the program's orderly stop). One that reaches another thread of this
+    process (numpy's, Arrow's) comes through the handler instead and is passed on."""
+    if not hasattr(signal, "sigtimedwait") or threading.current_thread() is not threading.main_thread():
+        # not Linux, or not where signals can be handled: no supervision beyond waiting
+        with subprocess.Popen(child, env=env) as proc:
+            return Collected(run, proc.wait())
+    received: list[tuple[int, bool]] = []  # (signal, sent by a process)
+
+    def handler(signum: int, frame: object) -> None:
+        received.append((signum, True))
+
+    parent = os.getpid()
+    mask = {*FORWARDED, signal.SIGCHLD}  # SIGCHLD only wakes the wait below at once
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    old_handlers = {s: signal.signal(s, handler) for s in FORWARDED}
+    read_end, write_end = os.pipe()
+
+    def in_child() -> None:  # between fork and exec
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        die_with_parent(parent)
+
+    try:
+        try:
+            proc = subprocess.Popen(child, env={**env, WRITER_FD_ENV: str(write_end)}, pass_fds=(write_end,),
+                                    preexec_fn=in_child)  # noqa: PLW1509 - only a mask and a prctl run there
+        finally:
+            os.close(write_end)
+        first: int | None = None
+        code: int | None = None
+        waited = time.monotonic()
+        told = False
+        while True:
+            info = signal.sigtimedwait(mask, 0.1)
+            if info is not None and info.si_signo in FORWARDED:
+                received.append((info.si_signo, info.si_code <= _SI_USER_MAX))
+            while received:
+                signum, sent = received.pop(0)
+                if code is None:
+                    first = first or signum
+                    if sent:
+                        proc.send_signal(signum)
+                else:  # after the program: stop waiting for the writer
+                    return Collected(run, code, first or signum, writer_done=False)
+            if code is None:
+                code = proc.poll()
+                waited = time.monotonic()
+            elif _closed(read_end):
+                return Collected(run, code, first)
+            elif not told and time.monotonic() - waited > 1:
+                told = True
+                print(f"prof-engine: waiting for the collector to finish writing {run} "
+                      "(Ctrl-C to stop waiting)", file=sys.stderr, flush=True)
+    finally:
+        os.close(read_end)
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _closed(fd: int) -> bool:
+    """Whether every writer end of the pipe `fd` is closed (nothing is ever written into it)."""
+    return bool(select.select([fd], [], [], 0)[0]) and os.read(fd, 1) == b""
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

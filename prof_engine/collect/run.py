@@ -16,6 +16,8 @@ import runpy
 import sys
 from typing import Any
 
+from prof_engine.collect import handoff
+from prof_engine.collect.launch import WRITER_FD_ENV
 from prof_engine.collect.profiler import Profiler
 
 log = logging.getLogger("prof_engine")
@@ -71,6 +73,19 @@ class OptimizerSteps:
             cls.profile_hook_step = original
 
 
+def _writer_fd() -> int | None:
+    """The pipe `prof-engine collect` waits on (see launch.py), taken out of the environment so
+    that no process the program starts looks for it."""
+    value = os.environ.pop(WRITER_FD_ENV, None)
+    try:
+        fd = int(value) if value is not None else None
+        if fd is not None:
+            os.fstat(fd)
+    except (ValueError, OSError):
+        return None
+    return fd
+
+
 def _torch_importable() -> bool:
     import importlib.util
 
@@ -84,7 +99,14 @@ def run_program(args: list[str]) -> int:
         sys.path.insert(0, os.path.dirname(os.path.abspath(args[0])))
     prof = Profiler(start_profile=False)
     steps = OptimizerSteps(prof)
-    prof.start()
+    done_fd = _writer_fd()
+    handoff.inherited_fds = (done_fd,) if done_fd is not None else ()
+    try:
+        prof.start()
+    finally:
+        handoff.inherited_fds = ()
+        if done_fd is not None:  # the writer holds it now (if one started); the program's forks must not
+            os.close(done_fd)
     code: Any = 0
     try:
         if args[0] == "-m":
