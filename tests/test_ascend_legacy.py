@@ -275,3 +275,22 @@ def test_iteration_trace_is_the_step_trace_lane(legacy):
                 assert row["Data Aug Bound(us)"] is None
             else:
                 assert row["Data Aug Bound(us)"] == pytest.approx(float(bounds[row["Iteration ID"]]), abs=0.002)
+
+
+@pytest.mark.parametrize("key, value", [("DeviceInfo", 7), ("hostname", ["a", "b"]), ("hostname", {"x": 1})])
+def test_a_damaged_info_json_is_not_a_traceback(tmp_path, key, value):
+    """info.json.<id> is optional metadata: a `DeviceInfo` that is no list (TypeError) or a
+    `hostname` that is no string (unhashable in the manifest's hosts) raised a traceback (found by
+    benchmarks/fuzz.py); the device imports with its id and no host name."""
+    import shutil
+
+    src = tmp_path / "device_0"
+    shutil.copytree(device_dirs()[0], src, copy_function=shutil.copyfile)
+    info = src / "info.json.0"
+    info.chmod(0o644)
+    doc = json.loads(info.read_text(encoding="utf-8"))
+    doc[key] = value
+    info.write_text(json.dumps(doc), encoding="utf-8")
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run", jobs=1)) as run:
+        assert run.manifest["hosts"] == (["A2007104679"] if key != "hostname" else [])
+        assert [d["device"] for d in run.manifest["devices"]] == ["host", "npu0"]

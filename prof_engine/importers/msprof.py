@@ -227,8 +227,10 @@ def _clock_offset(device_dir: Path, start: dict[str, Any]) -> int:
 
 
 def _device_info(device_id: int, info: dict[str, Any]) -> dict[str, Any]:
-    dev = next((d for d in info.get("DeviceInfo") or [] if isinstance(d, dict) and d.get("id") == device_id), None)
-    dev = dev or next((d for d in info.get("DeviceInfo") or [] if isinstance(d, dict)), {})
+    found = info.get("DeviceInfo")
+    found = found if isinstance(found, list) else []  # a damaged info.json names no device: the id alone
+    dev = next((d for d in found if isinstance(d, dict) and d.get("id") == device_id), None)
+    dev = dev or next((d for d in found if isinstance(d, dict)), {})
     keep = ("ai_core_num", "aiv_num", "ai_cpu_core_num", "hwts_frequency", "aic_frequency", "aiv_frequency")
     return {"id": device_id, "name": f"npu{device_id}", **{k: dev[k] for k in keep if k in dev}}
 

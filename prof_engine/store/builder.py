@@ -94,6 +94,10 @@ class SourceFile:
     lanes: list[dict[str, Any]] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str):  # a damaged side file's hostname (a list, a number) names no host
+            self.host = None
+
 
 def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
     """Turn DuckDB's own progress bar off (prof-engine shows its own; none may reach stdout). In
