@@ -696,8 +696,8 @@ def run_case(case: Case, work: Path, timeout: float, keep_dir: Path | None) -> R
     rng = random.Random(f"{case.seed}:{case.id}:mutate")
     try:
         note = MUTATORS[case.mutator][0](target, rng)
-    except NotApplicable as e:
-        note = f"{m_flip_bytes(target, rng)} (fallback: {e})"
+    except (NotApplicable, ValueError, UnicodeDecodeError, EOFError, OSError, sqlite3.Error, csv.Error) as e:
+        note = f"{m_flip_bytes(target, rng)} (fallback: {type(e).__name__}: {e})"
     run, export = out / "run", out / "export"
     skip = (run, export)
     before = _snapshot(root, skip)
