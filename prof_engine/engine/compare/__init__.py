@@ -227,9 +227,11 @@ class Comparison(Result):
 
 def compare(baseline: RunLike, *candidates: RunLike, levels: Sequence[str] = LEVELS,
             confidence: float = 0.95, noise_floor: float = 0.02) -> Comparison:
-    """Compare each candidate run with the baseline at every level (see the module docstring).
+    """Compare each candidate run with the baseline at every level (see the module docstring); QueryError
+    when a run shares no item with the baseline.
 
-    `levels`: any of step, op_type, op, api, communication, memory. `confidence`: of the intervals.
+    `levels`: any of step, op_type, op, api, communication, memory. `confidence`: of the intervals;
+    1 − confidence is also the false discovery rate allowed in each level.
     `noise_floor`: the share of the baseline median below which a change is `no change`.
     """
     if not candidates:
