@@ -47,7 +47,10 @@ TIMELINE = re.compile(r"(msprof|step_trace|task_time|hccl)_(\d+)_(\d+)_(\d+)\.js
 FILE_ORDER = {"msprof": 0, "step_trace": 1, "task_time": 2, "hccl": 3}  # msprof_* first: the others only add
 STEP_TRACE_CATEGORIES = {"Iteration Time", "FP_BP Time", "Iteration Refresh", "Reduce", "Data_aug Bound"}
 DEVICE_LANES = {"Ascend Hardware", "HCCL", "Communication", "Step Trace", "Overlap Analysis"}
-NODE_TYPE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)-op\d+(?:_\d+)?$")  # MindSpore node `…/Scope/Cast-op239`
+# MindSpore node `…/Scope/Cast-op239`: the type is the identifier before the last `-op<N>[_<M>]`.
+# Matched from the end (`_node_type`): a search for it backtracks quadratically on long fused names.
+NODE_SUFFIX = re.compile(r"\d+(?:_\d+)?\n?")  # after `-op` (`\n?`: `$` of the former search)
+_TRAILING_IDENT = re.compile(r"[A-Za-z0-9_]*")  # matched on the reversed text: the identifier's tail
 EPOCH_MIN_NS = 10**18  # 2001-09-09: an earlier timestamp is not epoch time (a monotonic clock)
 _ASCEND_HEAD = re.compile(rb'"Ascend Hardware"|"labels"\s*:\s*"NPU')
 _ASCEND_NAME = re.compile(r"trace_view\.json|msprof_.*\.json")
@@ -151,8 +154,13 @@ class LegacyConverter(ascend.AscendConverter):
 
 
 def _node_type(name: str) -> str | None:
-    m = NODE_TYPE.search(name.rpartition("/")[2])
-    return m.group(1) if m else None
+    """`Cast` of `…/Cast-op239`: the run of `[A-Za-z0-9_]` before the last `-op<digits>` from its
+    first letter on, in time linear in the name's length."""
+    head, sep, suffix = name.rpartition("/")[2].rpartition("-op")
+    if not sep or not NODE_SUFFIX.fullmatch(suffix):
+        return None
+    ident = _TRAILING_IDENT.match(head[::-1]).group()[::-1].lstrip("0123456789_")
+    return ident or None
 
 
 def _event_key(ev: Event) -> tuple:
