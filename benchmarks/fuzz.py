@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -489,7 +489,7 @@ def _db_edit(path: Path, rng: random.Random, mode: str) -> str:
             name = rng.choice(ints or [name])
             value = rng.choice([2**63 - 1, -(2**63), -1, 0, 1e308, -1e308, 10**18, 4294967295])
         where = "" if rng.random() < 0.5 else f' WHERE rowid IN (SELECT rowid FROM "{table}" ORDER BY random() LIMIT 5)'
-        con.execute(f'UPDATE "{table}" SET "{name}" = ?{where}', (value,))
+        con.execute(f'UPDATE OR IGNORE "{table}" SET "{name}" = ?{where}', (value,))  # rows a UNIQUE key keeps stay
         return f"sqlite: {table}.{name} ({ctype}) = {value!r}{' on 5 rows' if where else ''}"
     finally:
         con.close()
@@ -696,7 +696,7 @@ def run_case(case: Case, work: Path, timeout: float, keep_dir: Path | None) -> R
     rng = random.Random(f"{case.seed}:{case.id}:mutate")
     try:
         note = MUTATORS[case.mutator][0](target, rng)
-    except (NotApplicable, ValueError, UnicodeDecodeError, EOFError, OSError, sqlite3.Error, csv.Error) as e:
+    except Exception as e:  # the mutator could not parse or change this file: the case still runs
         note = f"{m_flip_bytes(target, rng)} (fallback: {type(e).__name__}: {e})"
     run, export = out / "run", out / "export"
     skip = (run, export)
@@ -759,14 +759,19 @@ def run_campaign(cases: list[Case], jobs: int, timeout: float, out: Path,
                  progress: Callable[[Result], None] | None = None) -> list[Result]:
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool, open(out / "results.jsonl", "w") as log:
         futures = [pool.submit(run_case, c, work, timeout, out / "failures") for c in cases]
         results = []
-        for f in futures:
-            results.append(f.result())
+        for f in as_completed(futures):
+            r = f.result()
+            results.append(r)
+            log.write(json.dumps({"seed": r.case.seed, "case": r.case.id, "mutator": r.case.mutator,
+                                  "source": r.case.label, "target": r.case.target, "outcome": r.outcome,
+                                  "note": r.note, "detail": r.detail, "seconds": round(r.seconds, 1)}) + "\n")
+            log.flush()
             if progress:
-                progress(results[-1])
-    return results
+                progress(r)
+    return sorted(results, key=lambda r: r.case.id)
 
 
 def table(results: list[Result]) -> str:
