@@ -115,7 +115,7 @@ def test_collect_reads_prof_engine_config_where_no_config_is_given(tmp_path):
     assert (tmp_path / "from_config" / "manifest.json").is_file()
     done = cli(tmp_path, "collect", "-o", "run", "--", "python", "prog.py",
                env={**os.environ, "PROF_ENGINE_CONFIG": "missing.json"})
-    assert done.returncode == 1 and done.stderr.startswith("Error: missing.json: cannot read the config file")
+    assert done.returncode == 1 and done.stderr.startswith("Error: missing.json: cannot read")
     assert not (tmp_path / "run").exists()
 
 
@@ -250,25 +250,25 @@ def test_collect_of_a_killed_program_exits_128_plus_signal_and_reports_the_runs_
     assert _reported_steps(err) == len(steps)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_to_collect_goes_to_the_program(tmp_path, sig):
-    """SIGTERM/SIGINT sent to `prof-engine collect` reach the program (here, a loop only a signal
-    ends); the CLI then reports the run's steps and exits 128+signal. SIGINT ends the program in
-    order (KeyboardInterrupt), so its run is complete."""
+def test_a_signal_to_collect_goes_to_the_program(tmp_path):
+    """SIGTERM (as SIGINT) sent to `prof-engine collect` reaches the program (here, a loop only a
+    signal ends); the CLI then reports the run's steps and exits 128+signal."""
     psutil = pytest.importorskip("psutil")
     pytest.importorskip("torch")
+    sig = signal.SIGTERM
     cli_proc = _collect(tmp_path)
+    program = []
     try:
         _wait_for_line(cli_proc, "step 2")
         program = psutil.Process(cli_proc.pid).children()
         os.kill(cli_proc.pid, sig)
-        _, err = cli_proc.communicate(timeout=120)
-        assert cli_proc.returncode == 128 + sig, err[-2000:]
+        assert cli_proc.wait(timeout=120) == 128 + sig  # not -15: the CLI is not killed, it passes SIGTERM on
+        _, err = cli_proc.communicate(timeout=60)
         assert f"the program was killed by {signal.Signals(sig).name}" in err
         steps = _run_steps(tmp_path / "run")
         assert len(steps) >= 3 and _reported_steps(err) == len(steps)
         with prof_engine.open(tmp_path / "run") as r:
-            assert r.manifest["state"] == ("complete" if sig == signal.SIGINT else "interrupted")
+            assert r.manifest["state"] == "interrupted"
     finally:
         cli_proc.kill()
         for p in program:  # on the old code the program ran on
@@ -276,6 +276,16 @@ def test_a_signal_to_collect_goes_to_the_program(tmp_path, sig):
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _gone(process) -> bool:
+    """Ended (a zombie too: in a container nothing may reap an orphan)."""
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_kill_9_of_collect_takes_the_program_with_it(tmp_path):
@@ -291,9 +301,9 @@ def test_kill_9_of_collect_takes_the_program_with_it(tmp_path):
         cli_proc.kill()
         cli_proc.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while program[0].is_running() and program[0].status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        while not _gone(program[0]) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not program[0].is_running() or program[0].status() == psutil.STATUS_ZOMBIE
+        assert _gone(program[0])
         manifest = tmp_path / "run" / "manifest.json"
         deadline = time.monotonic() + 60
         while json.loads(manifest.read_text())["state"] == "recording" and time.monotonic() < deadline:
@@ -305,3 +315,63 @@ def test_kill_9_of_collect_takes_the_program_with_it(tmp_path):
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+CTRL_C_PROGRAM = """
+import signal, time, torch
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+got = []
+signal.signal(signal.SIGINT, lambda *a: got.append(1))
+step = 0
+while not got:
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    print("step", step, flush=True)
+    step += 1
+    time.sleep(0.05)
+time.sleep(1)  # a second SIGINT would come in the meantime
+print(f"got {len(got)} SIGINT", flush=True)
+raise KeyboardInterrupt
+"""
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_program_once(tmp_path):
+    """The terminal sends Ctrl-C's SIGINT to the CLI and the program alike: the CLI does not send
+    it again (a second one would break the program's orderly stop); the program's run is complete
+    and the CLI exits 130."""
+    import fcntl
+    import termios
+
+    pytest.importorskip("torch")
+    (tmp_path / "prog.py").write_text(CTRL_C_PROGRAM)
+    master, slave = os.openpty()
+    cli_proc = subprocess.Popen(  # the CLI leads a session whose controlling terminal is the pty
+        [sys.executable, "-m", "prof_engine", "collect", "-o", "run", "--level", "Level_none", "--", "python", "prog.py"],
+        cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # noqa: PLW1509 - an ioctl only
+    os.close(slave)
+    out, sent = b"", False
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(master, 1 << 16)
+                except OSError:  # EIO: every process on the terminal has closed it
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            if not sent and b"step 2" in out:
+                os.write(master, b"\x03")  # Ctrl-C, typed
+                sent = True
+        text = out.decode(errors="replace")
+        assert cli_proc.wait(timeout=60) == 130, text[-2000:]
+    finally:
+        cli_proc.kill()
+        os.close(master)
+    assert "got 1 SIGINT" in text and "the program was killed by SIGINT" in text
+    with prof_engine.open(tmp_path / "run") as r:
+        assert r.manifest["state"] == "complete"
+        assert _reported_steps(text) == len({s["step"] for s in r.manifest["steps"]}) >= 3
