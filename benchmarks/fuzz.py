@@ -257,7 +257,7 @@ def m_numbers(path: Path, rng: random.Random) -> str:
     def edit(doc: Any, rng: random.Random) -> str:
         locs = _sample_locations(doc, rng, _is_number)
         if rng.random() < 0.5:
-            c0, k0 = rng.choice([loc for loc in locs if isinstance(loc[0], dict)] or locs)
+            _, k0 = rng.choice([loc for loc in locs if isinstance(loc[0], dict)] or locs)
             value = rng.choice(_NUMBERS)
             picked = [(c, k) for c, k in locs if k == k0]
             note = f"set every numeric {k0!r} to {value!r}"
@@ -696,7 +696,7 @@ def run_case(case: Case, work: Path, timeout: float, keep_dir: Path | None) -> R
     rng = random.Random(f"{case.seed}:{case.id}:mutate")
     try:
         note = MUTATORS[case.mutator][0](target, rng)
-    except Exception as e:  # the mutator could not parse or change this file: the case still runs
+    except Exception as e:  # noqa: BLE001  (the mutator could not parse or change this file: the case still runs)
         note = f"{m_flip_bytes(target, rng)} (fallback: {type(e).__name__}: {e})"
     run, export = out / "run", out / "export"
     skip = (run, export)
