@@ -137,3 +137,15 @@ def gloo_2rank_run(tmp_path_factory):
     run = prof_engine.open(prof_engine.import_trace([src], tmp / "run"))
     yield src, run
     run.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_width(monkeypatch):
+    """COLUMNS/LINES, as pytest-xdist's workers have them (80) or readline writes them into the C
+    environment, would be inherited and honoured by a CLI subprocess, cutting its tables to 80
+    columns. Tests that want a width pass one."""
+    import os
+
+    for name in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+        os.unsetenv(name)

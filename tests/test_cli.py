@@ -33,11 +33,12 @@ MSPROF_COLUMNS = {
 def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -> subprocess.CompletedProcess:
     """Run `python -m prof_engine ARGS` in `cwd` (under `umask`; `umask0`: 0); stdout and stderr captured apart."""
     mask = 0 if umask0 else umask
-    # os.environ, not the process's environment: once the test session imports readline, that holds
-    # COLUMNS=80, which the CLI honours (piped output is otherwise not cut)
+    # without COLUMNS, which the CLI honours (piped output is otherwise 240 wide): readline, or a
+    # test before in the same worker, may have set it, and tables would lose columns
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     return subprocess.run(
         [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None, env=dict(os.environ),
+        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None, env=env,
     )
 
 

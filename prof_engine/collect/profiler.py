@@ -57,7 +57,7 @@ log = logging.getLogger("prof_engine")
 METADATA_LIMIT = 1 << 20  # bytes of add_metadata / add_metadata_json values per run
 SOURCE_FORMAT = "collector"
 _running: Profiler | None = None  # torch's profiler and the markers are per process: one Profiler at a time
-_outputs_used: dict[Path, int] = {}  # output path -> Profilers of this process that recorded into it
+_outputs_used: dict[tuple[Path, int | None], int] = {}  # (output, rank) -> Profilers that recorded it
 
 
 class Profiler:
@@ -149,7 +149,7 @@ class Profiler:
 
         rank, world = _rank_and_world()
         output = Path(self.settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}")
-        output = _next_output(output.absolute())
+        output = _next_output(output.absolute(), rank if world > 1 else None)
         self.run_path = output / f"rank{rank}" if world > 1 else output
         live = LiveRun(self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata)
         traces = live.out / PENDING / "traces"
@@ -297,11 +297,11 @@ class Profiler:
         if show:  # the CLI's printer: analyse() is a face of its own, as `prof-engine show` is
             from prof_engine.cli import render
 
-            render.out.print(f"prof_engine: recorded {self.run_path}", highlight=False)
+            render.note(f"prof_engine: recorded {self.run_path}")
             for title, result in tables.items():
                 render.table(result, title=title)
             for path in written:
-                render.out.print(f"wrote {path}", highlight=False)
+                render.note(f"wrote {path}")
         return tables
 
     @staticmethod
@@ -327,12 +327,12 @@ def export_summaries(out_dir: str | os.PathLike | None = None, fmt: str = "csv")
     return handler
 
 
-def _next_output(output: Path) -> Path:
-    """`output` for the first Profiler of this process that records into it, `<output>_2`, `_3`, ...
-    for the next ones (a Profiler per phase or per loop iteration of one script), so a second
-    recording neither fails on the first one's run nor replaces it. Numbered by use, not by what
-    exists, so every rank of a job picks the same name."""
-    n = _outputs_used[output] = _outputs_used.get(output, 0) + 1
+def _next_output(output: Path, rank: int | None) -> Path:
+    """`output` for the first Profiler of this process that records `rank` (None: a job of one)
+    into it, `<output>_2`, `_3`, ... for the next ones (a Profiler per phase or per loop iteration
+    of one script), so a second recording neither fails on the first one's run nor replaces it.
+    Numbered by use, not by what exists, so every rank of a job picks the same name."""
+    n = _outputs_used[output, rank] = _outputs_used.get((output, rank), 0) + 1
     if n == 1:
         return output
     numbered = output.with_name(f"{output.name}_{n}")

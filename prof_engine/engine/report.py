@@ -20,7 +20,7 @@ from pathlib import Path
 
 from prof_engine.engine.session import STEPS_TITLE, Result, Run
 from prof_engine.engine.tables import cell_text, html_table
-from prof_engine.store.files import atomic_path
+from prof_engine.store.files import atomic_path, output_file
 
 # The step breakdown's parts, drawn left to right (torch_npu: step time = Computing +
 # Communication(Not Overlapped) + Free), and their colours.
@@ -51,9 +51,7 @@ td.p { min-width: 12em; overflow-wrap: anywhere; }
 
 def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
     """Write the report of `run` to `target` (an .html file, or a directory for report.html)."""
-    target = Path(target)
-    if target.is_dir():
-        target = target / "report.html"
+    target = output_file(target, "report.html")
     summary = run.summary(top, more=True)
     parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _table(run.info())]
     for title, result in summary.items():  # the step breakdown is drawn too

@@ -154,12 +154,13 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         limit, where = os.environ[MEMORY_LIMIT_ENV], MEMORY_LIMIT_ENV
     try:
         if limit is None:
-            cap = int(size_bytes(QUERY_MEMORY_LIMIT))
-            if (space := address_space_limit()) is not None:  # under `ulimit -v` DuckDB spills, not aborts
-                cap = min(cap, max(space // 4, 16 << 20))
+            cap, text = size_bytes(QUERY_MEMORY_LIMIT), QUERY_MEMORY_LIMIT
+            if (space := address_space_limit()) is not None and space // 4 < cap:  # under `ulimit -v`
+                cap = max(space // 4, 16 << 20)                                    # DuckDB spills, not aborts
+                text = f"{cap >> 20}MiB"
             default = size_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
             if default is None or default > cap:  # unread: more than any cap
-                con.execute(f"SET memory_limit = '{cap >> 20}MB'")
+                con.execute(f"SET memory_limit = '{text}'")
         else:
             con.execute("SET memory_limit = ?", [str(limit)])
     except duckdb.Error as e:
