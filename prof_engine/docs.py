@@ -1,10 +1,13 @@
 """Generate the reference pages from their sources of truth: `python -m prof_engine.docs` writes
-docs/schema.md (from schemas/) and docs/views.md (from the headers of queries/*.sql)."""
+docs/schema.md (from schemas/), docs/views.md (from the headers of queries/*.sql) and docs/cli.md
+(from the typer app's commands, arguments and options)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from prof_engine.engine.views import public_views
 from prof_engine.schema import reference_markdown
@@ -28,6 +31,63 @@ def views_markdown() -> str:
     return "\n".join(lines)
 
 
+def _plain(text: str) -> str:
+    """Help text as markdown: typer's rich markup ([bold]…[/bold]) becomes code spans."""
+    text = re.sub(r"\[bold\](.*?)\[/bold\]", r"`\1`", text, flags=re.S)
+    return re.sub(r"\[/?[a-z ]+\]", "", text).strip()
+
+
+def cli_markdown() -> str:
+    """Every command of `prof-engine` with its help, arguments and options, read from the typer app
+    itself so that the page cannot drift from what `--help` prints."""
+    import typer
+
+    from prof_engine.cli import app
+
+    group: Any = typer.main.get_command(app)  # a click group; typer vendors its own click, so no isinstance
+    root = group.context_class(group, info_name="prof-engine")
+    names = group.list_commands(root)
+    lines = [
+        "# Command line",
+        "",
+        "Generated from the `prof-engine` typer app by `python -m prof_engine.docs`; do not edit by hand.",
+        "`prof-engine COMMAND --help` prints the same. A user error prints one `Error: ...` line and exits 1.",
+        "",
+        *[f"- [`{name}`](#{name})" for name in names],
+        "",
+    ]
+    for name in names:
+        command = group.get_command(root, name)
+        ctx = command.context_class(command, info_name=name, parent=root)
+        params = [p for p in command.get_params(ctx) if p.name != "help"]
+        args = [p for p in params if p.param_type_name == "argument"]
+        usage = ["prof-engine", name, *(["[OPTIONS]"] if len(args) < len(params) else [])]
+        for a in args:
+            metavar = a.metavar or a.name.upper()
+            metavar += "..." if a.nargs == -1 and not metavar.endswith("...") else ""
+            usage.append(metavar if a.required else f"[{metavar}]")
+        lines += [f"## {name}", "", "```", " ".join(usage), "```", "", _plain(command.help or ""), ""]
+        rows = []
+        for param in params:
+            if param.param_type_name == "option":
+                flags = ", ".join([*param.opts, *param.secondary_opts])
+                if not param.is_flag:
+                    flags += " " + param.make_metavar(ctx).strip("<>").upper()
+                flags = f"`{flags}`"
+                default = None if param.is_flag else param.default
+            else:
+                flags, default = f"`{param.metavar or param.name.upper()}`", None
+            text = _plain(param.help or "").replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
+            if param.required:
+                text += " Required."
+            if default not in (None, (), []):
+                text += f" Default: `{default}`."
+            rows.append(f"| {flags} | {text.strip()} |")
+        if rows:
+            lines += ["| argument or option | meaning |", "|---|---|", *rows, ""]
+    return "\n".join(lines).rstrip()
+
+
 README_START, README_END = "<!-- views:start -->", "<!-- views:end -->"
 
 
@@ -44,7 +104,7 @@ def update_readme(readme: Path) -> None:
     readme.write_text(f"{head}{README_START}\n{readme_views_table()}\n{README_END}{tail}", encoding="utf-8")
 
 
-PAGES = {"schema.md": reference_markdown, "views.md": views_markdown}
+PAGES = {"schema.md": reference_markdown, "views.md": views_markdown, "cli.md": cli_markdown}
 
 
 def main(out: Path) -> None:
