@@ -707,7 +707,7 @@ def run_case(case: Case, work: Path, timeout: float, keep_dir: Path | None) -> R
     kinds: list[str] = []
     detail = ""
     problems: list[str] = []
-    for i, (name, cmd) in enumerate(steps):
+    for name, cmd in steps:
         rc, output = _run(cmd, cwd, env, timeout)
         kind = classify(rc, output)
         kinds.append(kind)

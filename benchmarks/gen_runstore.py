@@ -115,7 +115,7 @@ FORWARD = (
     Op("aten::layer_norm", (Op("aten::native_layer_norm", (_k(LN, 30),), f"{ACT};4096;4096", "c10::BFloat16;;"),), ACT),
     _linear(430, f"16384;{ACT};16384,4096"),
     Op("aten::gelu", (_k(ELEM.format("GeluCUDAKernelImpl"), 60),), "16,2048,16384", "c10::BFloat16"),
-    _linear(430, f"4096;16,2048,16384;4096,16384"),
+    _linear(430, "4096;16,2048,16384;4096,16384"),
     Op("aten::add", (_k(ELEM.format("CUDAFunctor_add"), 20),), f"{ACT};{ACT}", BF16_2),
     Op("aten::copy_", (Api("cudaStreamIsCapturing"), Api("cudaMemcpyAsync", Dev("memcpy", "Memcpy DtoD (Device -> Device)", 15))),
        f"{ACT};{ACT}", BF16_2),
@@ -396,7 +396,7 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
                               devices=[{"id": r, "name": "NVIDIA A100-SXM4-80GB"}]) for r in range(shape.ranks)]
         manifest = {
             "id": uuid.uuid4().hex,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "schema_version": schema.schema_version(),
             "source": {"format": "kineto", "versions": ["1"]},
             "sources": [dataclasses.asdict(s) for s in sources],

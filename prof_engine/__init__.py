@@ -22,7 +22,7 @@ from prof_engine import _allocator
 
 _allocator.use_jemalloc()  # before anything imports pyarrow: see prof_engine._allocator
 
-from prof_engine.errors import (
+from prof_engine.errors import (  # noqa: E402 - after use_jemalloc(), on purpose
     CollectError,
     InputError,
     ProfEngineError,

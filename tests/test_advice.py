@@ -4,9 +4,9 @@ numbers the trace holds, and none fires on a trace without one."""
 from __future__ import annotations
 
 import pytest
-from conftest import write_trace, x
 
 import prof_engine
+from conftest import write_trace, x
 
 
 def _kernel(name: str, ts: float, dur: float, correlation: int, cat: str = "kernel") -> dict:
@@ -248,7 +248,7 @@ def test_every_finding_names_a_query_that_shows_its_numbers(tmp_path):
         assert {rule for _, rule, _, _ in rows} == {"device_idle", "exposed_communication", "slow_step_start",
                                                     "slow_dataloader", "launch_bound", "pageable_copies", "host_sync",
                                                     "slow_rank"}
-        for rank, rule, views, query in rows:
+        for _rank, rule, views, query in rows:
             assert query.split(" FROM ")[1].split()[0] in views.split(", "), (rule, query)
             shown = r.sql(query).rows()
             assert shown, (rule, query)

@@ -64,7 +64,7 @@ def test_imports_as_torch_npu_with_ranks_devices_and_steps(runs):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_record_counts_per_kind_equal_the_text_form(runs, rank):
     _, db_run, text_run = runs
-    sql = f"""SELECT device = 'host' AS host, kind, count(*) FROM slices WHERE rank = ? AND kind <> 'api'
+    sql = """SELECT device = 'host' AS host, kind, count(*) FROM slices WHERE rank = ? AND kind <> 'api'
               AND NOT (kind = 'other' AND device <> 'host') GROUP BY ALL ORDER BY ALL"""
     assert db_run.sql(sql, [rank]).rows() == text_run.sql(sql, [rank]).rows()
     apis = f"SELECT count(*) FROM slices WHERE rank = ? AND kind = 'api' AND name NOT LIKE '%@{POLLING_APIS[0]}'"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import ascend_database
 
 FLOWS = "SELECT category, phase, device, count(*), count(DISTINCT flow_id) FROM flows WHERE rank = ? GROUP BY ALL"
@@ -69,9 +70,8 @@ def test_a_database_without_connection_ids_imports_without_those_flows(tmp_path)
     imports, with the launch arrows the CANN calls still give."""
     import sqlite3
 
-    from conftest import ascend_db_copy
-
     import prof_engine
+    from conftest import ascend_db_copy
 
     db = ascend_db_copy(tmp_path)
     with sqlite3.connect(db) as con:

@@ -24,7 +24,6 @@ import csv
 
 import pytest
 
-
 FLOAT64_AT_EPOCH_US = 0.25  # float64 spacing near 1.7e15 (µs since the epoch)
 
 

@@ -131,7 +131,7 @@ def test_step_trace_matches_the_vendor_overlap_lane(legacy):
     rows = run.sql('SELECT "Rank", "Device", "Step", "Computing", "Communication(Not Overlapped)", "Free" '
                    "FROM step_trace").rows()
     assert {(r, d, s) for r, d, s, *_ in rows} == {(rank, r["device"], 1) for rank, r in raw.items()}
-    for rank, dev, _, computing, not_overlapped, free in rows:
+    for rank, _dev, _, computing, not_overlapped, free in rows:
         lane = Counter()
         for e in raw[rank]["events"]:
             if e["ph"] == "X" and e["lane"] == "Overlap Analysis":

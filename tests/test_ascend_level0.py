@@ -14,6 +14,7 @@ import csv
 import json
 
 import pytest
+
 from conftest import fixture_path
 from test_ascend_fidelity import assert_step_trace_is_vendors
 

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import x
 
+
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
     return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd,

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import prof_engine
+from conftest import fixture_path, load_events, write_trace, x
 from prof_engine import _native
 from prof_engine.importers import chrome, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
-from conftest import fixture_path, load_events, write_trace, x
 
 CATAPULT = {
     "catapult_flow": "flow.json",
@@ -97,7 +97,7 @@ def _statistics(slices: list[tuple]) -> dict[tuple, tuple]:
                 parent = stack[-1]
                 parent[3] += max(min(row[0] + row[1], parent[0] + parent[1]) - row[0], 0)
             stack.append(row)
-        for ts, dur, name, child in rows:
+        for _ts, dur, name, child in rows:
             s = stats[pid, tid, name]
             s[0], s[1], s[2] = s[0] + 1, s[1] + dur, s[2] + dur - child
     return {k: (n, round(wall / 1000, 3), round(own / 1000, 3)) for k, (n, wall, own) in stats.items()}

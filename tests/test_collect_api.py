@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 import prof_engine
 from prof_engine import mstx
 from prof_engine.collect import acl

@@ -34,7 +34,7 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def cmp(compare_runs):
+def cmp(compare_runs):  # noqa: F811 - the imported fixture
     return prof_engine.compare(compare_runs["base"], compare_runs["changed"], compare_runs["noise"])
 
 
@@ -134,14 +134,14 @@ def test_samples_build_from_their_declared_dependencies_only():
         assert con.execute(f"SELECT * FROM _compare_{level}()").fetchall() == []
 
 
-def test_batch_holds_each_run_in_its_own_schema(compare_runs):
+def test_batch_holds_each_run_in_its_own_schema(compare_runs):  # noqa: F811 - the imported fixture
     with Batch([compare_runs["base"], compare_runs["changed"]]) as batch:
         (a, b), = batch.sql("""SELECT (SELECT count(*) FROM run_0.op_summary WHERE "OP Type" = 'aten::dropout'),
                                       (SELECT count(*) FROM run_1.op_summary WHERE "OP Type" = 'aten::dropout')""").rows()
     assert (a, b) == (16, 0)
 
 
-def test_bad_arguments_are_one_line_errors(compare_runs):
+def test_bad_arguments_are_one_line_errors(compare_runs):  # noqa: F811 - the imported fixture
     with pytest.raises(QueryError, match="at least one other run"):
         prof_engine.compare(compare_runs["base"])
     with pytest.raises(QueryError, match="unknown level kernels"):
@@ -365,7 +365,7 @@ def test_collective_kind_is_one_word_for_every_vendor(name, kind):
     ("step[Free] > +50us", True), ("op_type[aten::relu] > +0.05ms", True), ("op_type > +120%", False),
     ("op > 50us", True), ("memory > +1MB", False), ("communication > +1%", False), ("step > +5%", True),
 ])
-def test_thresholds_fail_only_on_significant_changes_beyond_them(compare_runs, text, fails, cmp):
+def test_thresholds_fail_only_on_significant_changes_beyond_them(compare_runs, text, fails, cmp):  # noqa: F811 - the imported fixture
     reasons = cmp.check([text])
     assert bool(reasons) == fails
     if fails:

@@ -15,7 +15,7 @@ from test_cli import cli
 
 
 @pytest.fixture(scope="module")
-def runs(compare_runs, tmp_path_factory):
+def runs(compare_runs, tmp_path_factory):  # noqa: F811 - the imported fixture
     """The runs in one directory, as a sweep would leave them: runs/base, runs/changed, runs/noise."""
     d = tmp_path_factory.mktemp("sweep")
     for name, path in compare_runs.items():

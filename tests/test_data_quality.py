@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -10,9 +10,9 @@ step and CPU-only ranks."""
 from __future__ import annotations
 
 import pytest
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 from prof_engine.engine.session import use_stored
 
 
@@ -24,7 +24,7 @@ def _synthetic_gpu(path):
     """Two steps of kernels and NCCL kernels (a receive among them: the bubble), overlapping, and
     device work outside every step."""
     events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("ProfilerStep#2", 100, 100, cat="user_annotation")]
-    for step, t0 in ((1, 0), (2, 100)):
+    for _step, t0 in ((1, 0), (2, 100)):
         events += [_kernel("gemm", t0 + 10, 30), _kernel("gemm", t0 + 35, 20), _kernel("relu", t0 + 70, 5),
                    _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 30, 40, stream=40),
                    _kernel("ncclDevKernel_Recv", t0 + 80, 10, stream=41)]

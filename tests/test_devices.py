@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 
 
 def props(i: int, name: str) -> dict:

@@ -14,10 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import prof_engine
+from conftest import write_trace, x
 from prof_engine.errors import RunError
 from prof_engine.store import fill_pass as fp
-
-from conftest import write_trace, x
 
 NAMES = ["aten::mm", "aten::add", "aten::relu"]
 APIS = ["cudaLaunchKernel", "cudaMemcpyAsync"]

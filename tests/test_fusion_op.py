@@ -7,9 +7,8 @@ import re
 from collections import defaultdict
 from decimal import Decimal
 
-from conftest import fixture_path, load_events, write_trace, x
-
 import prof_engine
+from conftest import fixture_path, load_events, write_trace, x
 
 COLUMNS = '"Rank", "Device", "Fusion Op", "Original Ops", "Fusion Type", "Count", "Total Time(us)", "Time(%)"'
 

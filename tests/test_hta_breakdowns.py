@@ -5,9 +5,9 @@ fixture; HTA keeps the first of its two steps, 551)."""
 from __future__ import annotations
 
 import pytest
-from conftest import fixture_path
 
 import prof_engine
+from conftest import fixture_path
 
 # rank: (compute_time µs, comp_comm_overlap_pctg)
 HTA = {0: (106252, 11.81), 1: (135548, 20.05)}

@@ -3,9 +3,8 @@ splits them (host wait, kernel wait, other), on a synthetic trace and on HTA's o
 
 from __future__ import annotations
 
-from conftest import fixture_path, write_trace, x
-
 import prof_engine
+from conftest import fixture_path, write_trace, x
 
 COLUMNS = 'SELECT "Stream", "Step", "Category", "Count", "Idle Time(us)", "Ratio(%)", "Max(us)" FROM idle_time'
 

@@ -6,9 +6,9 @@ import os
 import shutil
 
 import pytest
-from conftest import fixture_path
 
 import prof_engine
+from conftest import fixture_path
 
 
 def _rows(run_dir):
@@ -145,7 +145,6 @@ def test_a_units_finalize_takes_at_most_four_threads(tmp_path, monkeypatch):
     buffers within the unit's memory limit (on 16 cores a 200 MB trace ran out of its 96 MB), and
     past 4 threads it was no faster."""
     from conftest import write_trace, x
-
     from prof_engine import importers
 
     seen = []

@@ -106,9 +106,9 @@ def test_device_work_takes_the_step_of_its_launch(imported):
                        and e.get("cat") != "gpu_user_annotation")  # the host's steps, not their GPU copies
         starts = [s for s, _, _ in steps]
 
-        def step_at(t: int) -> int | None:
-            k = bisect.bisect_right(starts, t) - 1
-            return steps[k][2] if k >= 0 and t < steps[k][1] else None
+        def step_at(t: int) -> int | None:  # used within this iteration only
+            k = bisect.bisect_right(starts, t) - 1  # noqa: B023
+            return steps[k][2] if k >= 0 and t < steps[k][1] else None  # noqa: B023
 
         launch = {e["args"]["correlation"]: _ns(e["ts"]) for e in events
                   if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}

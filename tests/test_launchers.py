@@ -9,9 +9,9 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_trace, x
 
 import prof_engine
+from conftest import write_trace, x
 
 
 def _kernel(name: str, ts: float, dur: float, correlation: int, **args) -> dict:

@@ -203,7 +203,6 @@ def test_without_trace_view(src, tmp_path):
 def test_database_export_keeps_its_device_data(src, tmp_path, monkeypatch):
     """A rank directory exported as .db with CPU ops beside it: the database's records and the CPU ops."""
     from conftest import ascend_db_copy
-
     from prof_engine import importers
 
     db = ascend_db_copy(tmp_path)

@@ -16,11 +16,11 @@ import duckdb
 import pytest
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 from prof_engine import _native, importers, schema
 from prof_engine.errors import InputError
 from prof_engine.importers import chrome, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
-from conftest import fixture_path, write_trace, x
 
 pytestmark = pytest.mark.skipif(_native.load() is None, reason="no C compiler here: the native scanner is not built")
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 
 GEMMS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 COUNTED = (*GEMMS, "aten::conv2d")

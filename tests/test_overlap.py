@@ -6,9 +6,9 @@ import duckdb
 import pytest
 
 import prof_engine
-from prof_engine.engine.session import use_stored
-from prof_engine._resources import data_dir
 from conftest import fixture_path, load_events, write_trace, x
+from prof_engine._resources import data_dir
+from prof_engine.engine.session import use_stored
 
 BASE = 1_700_000_000_000_000  # µs since the epoch
 UNION_A, UNION_B, B_NOT_A, GAPS = range(4)  # interval_lanes' lanes
@@ -125,7 +125,7 @@ def test_interval_lanes_match_point_sets(seed):
         expected = {UNION_A: _runs(_points(a)), UNION_B: _runs(_points(b)), B_NOT_A: _runs(_points(b) - _points(a)),
                     GAPS: _runs(_points([span]) - _points(a + b))}
         for lane, want in expected.items():
-            assert sorted((s, e) for k, l, s, e in got if k == key and l == lane) == want, (key, lane)
+            assert sorted((s, e) for k, ln, s, e in got if k == key and ln == lane) == want, (key, lane)
 
 
 def _step_totals(rows) -> dict:
@@ -239,8 +239,8 @@ def gpu_run(tmp_path_factory):
 
 def test_overlap_lanes_exact(gpu_run):
     rows = gpu_run.sql(
-        """SELECT "Type", "Start Time(us)" - %d AS start, "Duration(us)" FROM overlap
-           WHERE "Step" = 1 ORDER BY "Type", start""" % BASE
+        f"""SELECT "Type", "Start Time(us)" - {BASE} AS start, "Duration(us)" FROM overlap
+           WHERE "Step" = 1 ORDER BY "Type", start"""
     ).rows()
     assert [(t, float(s), d) for t, s, d in rows] == [
         ("Communication", 35.0, 25.0),

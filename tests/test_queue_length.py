@@ -6,9 +6,9 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from conftest import fixture_path, write_trace, x
 
 COLUMNS = 'SELECT "Stream", "Step", "Count", "Mean", "Std", "Min", "P25", "Median", "P75", "Max" FROM queue_length'
 

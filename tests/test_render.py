@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from compare_traces import compare_runs  # noqa: F401 - a fixture
-from conftest import fixture_path, write_trace, x
 
 import prof_engine
+from compare_traces import compare_runs  # noqa: F401 - a fixture
+from conftest import fixture_path, write_trace, x
 from prof_engine.engine.tables import cell_text
 
 STEP_COLUMNS = ('"Rank"', '"Device"', '"Step"', 'round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)"',
@@ -163,7 +163,7 @@ def test_query_names_the_columns_it_leaves_out(nccl_run):
     assert len(body_rows(cli(80, "query", nccl_run, sql, "--wide").splitlines())[0]) == 18
 
 
-def test_compare_at_80_columns_keeps_its_numbers_whole(compare_runs):
+def test_compare_at_80_columns_keeps_its_numbers_whole(compare_runs):  # noqa: F811 - the imported fixture
     """Each cell of the comparison's text tables (its own text layer: the oracle) shows whole in
     the columns not named hidden, at 80 columns, where rich folded or cut them."""
     from prof_engine.engine.compare.text import level_tables

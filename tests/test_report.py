@@ -12,9 +12,9 @@ from html import escape
 from html.parser import HTMLParser
 
 import pytest
-from conftest import write_trace, x
 
 import prof_engine
+from conftest import write_trace, x
 from prof_engine.engine.tables import cell_text
 
 # A C++ kernel name as long as real ones (ncclDevKernel_..., at::native templates), with `<` and `"`

@@ -17,10 +17,10 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from conftest import fixture_path
-from test_report import many_steps
 
 import prof_engine
+from conftest import fixture_path
+from test_report import many_steps
 
 WIDTH = 1400
 # Debian's flags for a headless chromium without a sandbox (as root in CI) that phones nobody.

@@ -13,9 +13,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_trace, x
 
 import prof_engine
+from conftest import write_trace, x
 from prof_engine import QueryError, schema
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, partition_dir
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import write_trace, x
 
 import prof_engine
+from conftest import write_trace, x
 
 
 def _device(name: str, ts: float, dur: float, cat: str = "kernel", **args) -> dict:

@@ -70,9 +70,8 @@ def test_result_html_escapes_every_name_and_shows_the_first_rows():
 def test_run_repr_says_what_the_run_is(tmp_path):
     """In a notebook, an opened run shows its path, source, ranks, steps and records (and the step
     filter it was opened with), not an object address."""
-    from conftest import write_trace, x
-
     import prof_engine
+    from conftest import write_trace, x
 
     events = [x("ProfilerStep#3", 0, 100, cat="user_annotation"), x("aten::mm", 10, 5)]
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")

@@ -8,9 +8,9 @@ import duckdb
 import pytest
 
 import prof_engine
+from conftest import REPO, write_trace, x
 from prof_engine import docs, schema
 from prof_engine.engine.views import definitions, public_views
-from conftest import REPO, write_trace, x
 
 
 def _closure(name: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -38,7 +38,7 @@ def _main(
 
 
 RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
-StepsOpt = Annotated[Optional[list[int]], typer.Option("--step", "-s", help="Only these steps (repeatable).")]
+StepsOpt = Annotated[list[int] | None, typer.Option("--step", "-s", help="Only these steps (repeatable).")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")]
 
 
@@ -77,7 +77,7 @@ def import_(
     sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the import had to guess (see `check`).")] = False,
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
@@ -106,7 +106,7 @@ def import_(
 @app.command()
 def export(
     run: RunArg,
-    views: Annotated[Optional[list[str]], typer.Argument(help="Views to export (default: the summaries).")] = None,
+    views: Annotated[list[str] | None, typer.Argument(help="Views to export (default: the summaries).")] = None,
     # text, not Path: pathlib drops the trailing `/` that says `-o new_dir/` is a directory
     output: Annotated[str, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json: an existing one, or one written with a trailing /).")] = ".",
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",

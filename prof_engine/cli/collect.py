@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,15 +15,15 @@ from prof_engine.collect.launch import collect_program, steps_schedule
 def collect(
     command: Annotated[list[str], typer.Argument(help="The program, after --: python SCRIPT ARGS... or python -m MODULE ARGS...",
                                                   show_default=False, metavar="-- PROGRAM...")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory to create (default: prof_run_<time>).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Run directory to create (default: prof_run_<time>).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
-    steps: Annotated[Optional[str], typer.Option(help="Steps to record: N, or A-B (default: every step).")] = None,
-    level: Annotated[Optional[str], typer.Option(help="Level_none, Level0, Level1 (default) or Level2.")] = None,
-    activity: Annotated[Optional[list[str]], typer.Option("--activity", help="CPU or CUDA (repeatable; default: CPU, and CUDA with a GPU).")] = None,
-    profile_memory: Annotated[Optional[bool], typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)] = None,
-    with_stack: Annotated[Optional[bool], typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
-    sampling_interval_ms: Annotated[Optional[float], typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's; default: the file it names); options given here win.")] = None,
+    steps: Annotated[str | None, typer.Option(help="Steps to record: N, or A-B (default: every step).")] = None,
+    level: Annotated[str | None, typer.Option(help="Level_none, Level0, Level1 (default) or Level2.")] = None,
+    activity: Annotated[list[str] | None, typer.Option("--activity", help="CPU or CUDA (repeatable; default: CPU, and CUDA with a GPU).")] = None,
+    profile_memory: Annotated[bool | None, typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)] = None,
+    with_stack: Annotated[bool | None, typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
+    sampling_interval_ms: Annotated[float | None, typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
+    config: Annotated[Path | None, typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's; default: the file it names); options given here win.")] = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per summary table.")] = 10,
 ) -> None:
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]

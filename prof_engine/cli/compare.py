@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -81,10 +81,10 @@ def _write(cmp: Comparison, fmt: str, top: int, wide: bool = False) -> None:
 
 def compare(
     runs: Annotated[list[Path], typer.Argument(help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False)],
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
-    fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
-    level: Annotated[Optional[list[str]], typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")] = None,
+    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
+    level: Annotated[list[str] | None, typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")] = None,
     top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
     noise_floor: Annotated[float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")] = 2.0,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,

@@ -42,11 +42,17 @@ from typing import Any
 
 from prof_engine.collect import mstx
 from prof_engine.collect.config import (
-    ProfilerActivity, ProfilerLevel, Settings, activities_of, from_env, level_of, load,
+    ProfilerActivity,
+    ProfilerLevel,
+    Settings,
+    activities_of,
+    from_env,
+    level_of,
+    load,
 )
 from prof_engine.collect.convert import StepWindow
-from prof_engine.collect.schedule import ProfilerAction, StepSchedule, as_action
 from prof_engine.collect.handoff import Handoff
+from prof_engine.collect.schedule import ProfilerAction, StepSchedule, as_action
 from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle
 from prof_engine.store import LiveRun, SourceFile
 from prof_engine.store.files import make_dirs

@@ -235,10 +235,10 @@ def serve(stream: BinaryIO, ops_out: BinaryIO) -> None:
         for meta in (i for i in batch if isinstance(i, dict)):
             writer.metadata(meta)
         if work or isinstance(batch[-1], Close):
-            _guarded(lambda: _send(ops_out, writer.write(work, final=isinstance(batch[-1], Close))))
+            _guarded(lambda: _send(ops_out, writer.write(work, final=isinstance(batch[-1], Close))))  # noqa: B023 - called at once
         if batch[-1] is None or isinstance(batch[-1], Close):
             end = batch[-1]
-            _guarded(lambda: writer.close(end.metadata if end else None, interrupted=end is None))
+            _guarded(lambda: writer.close(end.metadata if end else None, interrupted=end is None))  # noqa: B023 - called at once
             return
 
 

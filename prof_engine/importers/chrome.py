@@ -22,8 +22,24 @@ import pyarrow as pa
 from prof_engine import schema
 from prof_engine.importers import chunkconv, classify, scan
 from prof_engine.importers.columns import (  # _int, _text, shapes_text: other importers take them from here
-    _MEMORY_ARGS, _NO_MEMORY_ARGS, _SHAPES, _TYPES, _decode_slice_args, _field, _gpu, _int, _ints, _kinds,
-    _memo_column, _memory_device, _positions, _SliceArgs, _text, _texts, _types_text, shapes_text,
+    _MEMORY_ARGS,
+    _NO_MEMORY_ARGS,
+    _SHAPES,
+    _TYPES,
+    _decode_slice_args,
+    _field,
+    _gpu,
+    _int,
+    _ints,
+    _kinds,
+    _memo_column,
+    _memory_device,
+    _positions,
+    _SliceArgs,
+    _text,
+    _texts,
+    _types_text,
+    shapes_text,
 )
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.pairing import PAIRED_PHASES, Pairing

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+
 import msgspec
 
 from prof_engine.importers.columns import _text

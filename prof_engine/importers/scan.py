@@ -81,7 +81,7 @@ class Chunk:
     """The events of one scan call. Valid until the scanner has scanned `_POOL` chunks more
     (its span tables are then reused): a consumer takes one chunk at a time."""
 
-    def __init__(self, scanner: "Scanner", spans: _Spans, buf: _Buffer, n: int, seen: int) -> None:
+    def __init__(self, scanner: Scanner, spans: _Spans, buf: _Buffer, n: int, seen: int) -> None:
         self._s = scanner
         self._spans = spans
         self.buf = buf

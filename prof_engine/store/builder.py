@@ -39,11 +39,11 @@ from prof_engine._process import address_space_limit
 from prof_engine._resources import data_dir
 from prof_engine._sql import literal
 from prof_engine.errors import InputError, RunError
-from prof_engine.store.files import RunLock, exchange, make_dirs, merge_tree, remove_debris, restrict_tree, write_text
-from prof_engine.store.manifest import MANIFEST
+from prof_engine.store.files import RunLock, exchange, merge_tree, remove_debris, restrict_tree, write_text
+from prof_engine.store.fill_pass import fill_pass
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
-from prof_engine.store.fill_pass import fill_pass
+from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, column_encoding, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -521,7 +521,7 @@ class RunBuilder:
         sources = [s for s, _ in units]
         manifest = {
             "id": uuid.uuid4().hex,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "schema_version": schema.schema_version(),
             "source": {"format": source_format, "versions": sorted({s.version for s in sources if s.version})},
             "sources": [asdict(s) for s in sources],

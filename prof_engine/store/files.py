@@ -80,7 +80,7 @@ def write_text(path: Path, text: str) -> None:
 
 def restrict_tree(root: Path) -> None:
     """Make everything under `root` owner-writable only (`FILE_MODE`, `DIR_MODE`)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, DIR_MODE)
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), FILE_MODE)

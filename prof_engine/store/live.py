@@ -59,7 +59,7 @@ class LiveRun:
         self._totals = Totals()
         self.manifest: dict[str, Any] = {
             "id": uuid.uuid4().hex,
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "schema_version": schema.schema_version(),
             "state": RECORDING,
             "source": {"format": source_format, "versions": []},
