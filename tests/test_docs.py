@@ -40,16 +40,20 @@ def test_cli_reference_covers_every_command_and_option():
                 assert opt in section, f"{name}: {opt} missing from docs/cli.md"
 
 
+def _anchors(page) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page):
     text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
-    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
-               for h in re.findall(r"^#+ (.*)$", text, re.M)}
     for target in LINK.findall(text):
         if re.match(r"[a-z]+:", target):
             continue  # http(s), mailto: not checked offline
         path, _, anchor = target.partition("#")
-        if path:
-            assert (page.parent / path).exists(), f"{page.name}: link to {target} does not resolve"
-        elif anchor:
-            assert anchor in anchors, f"{page.name}: no heading for #{anchor}"
+        dest = (page.parent / path).resolve() if path else page
+        assert dest.exists(), f"{page.name}: link to {target} does not resolve"
+        if anchor and dest.suffix == ".md":
+            assert anchor in _anchors(dest), f"{page.name}: {dest.name} has no heading for #{anchor}"
