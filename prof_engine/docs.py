@@ -116,6 +116,8 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 or sys.argv[1:2] and sys.argv[1].startswith("-"):
-        sys.exit("usage: python -m prof_engine.docs [DOCS_DIR]  (default: the repo's docs/; README.md beside it "
-                 "gets the views table)")
+        sys.exit(
+            "usage: python -m prof_engine.docs [DOCS_DIR]  (default: the repo's docs/; README.md beside it "
+            "gets the views table)"
+        )
     main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "docs")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from prof_engine import docs
 from conftest import REPO
+from prof_engine import docs
 
 PAGES = [REPO / "README.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
