@@ -51,7 +51,8 @@ class _Watch:
                 except ImportError:  # a pandas pyarrow does not support: as before
                     pass
 
-            spec.loader.exec_module = exec_module
+            # wrapping this one module's loader is the point: mypy rejects assigning to a method
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

@@ -32,8 +32,8 @@ class ScanResult(ctypes.Structure):
 
 
 def _library_name() -> str:
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{platform.machine()} {sys.platform}".encode())
-    key = key.hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + f"{platform.machine()} {sys.platform}".encode())
+    key = digest.hexdigest()[:16]
     return f"_native_{key}.so"
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from prof_engine.errors import ProfEngineError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 app = typer.Typer(
     name="prof-engine",
@@ -49,8 +53,8 @@ class _Progress:
 
     def __init__(self) -> None:
         self.start = time.monotonic()
-        self.bar = None
-        self.task = None
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
@@ -64,6 +68,7 @@ class _Progress:
                                 console=err, transient=True)
             self.bar.start()
             self.task = self.bar.add_task("importing", total=total)
+        assert self.task is not None  # added with the bar
         self.bar.update(self.task, completed=done,
                         description="finalising (steps, nesting, links)" if done >= total else "importing")
 
@@ -145,7 +150,7 @@ def query(
 
     table = partial(render.table, limit=limit or None, wide=wide, hint="--wide or --format csv shows all",
                     more="--limit N shows more, --format csv all")
-    writers = {"table": table, "csv": render.csv, "json": render.json_lines}
+    writers: dict[str, Callable[..., None]] = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
     with open(run, steps, read_only_sql=safe) as r:

@@ -12,14 +12,17 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, cast
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from prof_engine.engine import Result
 from prof_engine.engine.tables import cell_text, is_number, write_csv
+
+_ColorSystem = Literal["auto", "standard", "256", "truecolor", "windows"]  # rich.Console's color_system
 
 # Piped output is not cut to 80 columns (tables stay whole for `less -S` and logs), unless the
 # user says a width with COLUMNS, which rich honours when the width is left to it.
@@ -47,7 +50,7 @@ class Column:
 
     header: str
     kind: str = "text"
-    justify: str = "left"
+    justify: JustifyMethod = "left"
 
 
 def _lines_width(text: str) -> int:
@@ -94,7 +97,7 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int 
     widths = [ranges[j][0] for j in shown]
     spare = width - _table_width(widths)
     wants = [ranges[j][1] - ranges[j][0] for j in shown]
-    if spare > 0 and sum(wants):  # share the room left among the columns that would use it
+    if spare > 0 and sum(wants) > 0:  # share the room left among the columns that would use it
         give = [min(w, math.floor(spare * w / sum(wants))) for w in wants]
         for k in range(len(give)):
             if sum(give) < spare and give[k] < wants[k]:
@@ -119,7 +122,7 @@ def grid(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str
     needed = _table_width(widths)
     if needed > out.width:  # --wide: the table as wide as it is (a terminal wraps the lines)
         Console(file=out.file, width=needed, soft_wrap=False, force_terminal=out.is_terminal,
-                color_system=out.color_system, no_color=out.no_color).print(t)
+                color_system=cast(_ColorSystem, out.color_system), no_color=out.no_color).print(t)
     else:
         out.print(t)
     if hidden := [c.header for i, c in enumerate(columns) if i not in shown]:

@@ -127,6 +127,7 @@ def start(config: AclConfig) -> int:
     if id(config) in _State.running:
         log.error("prof_engine: acl start: this config is already recording")
         return ACL_ERROR_PROF_ALREADY_RUN
+    assert _State.path is not None  # _check said the init came first
     run = _State.path / f"run_{_State.runs:03d}"
     _State.runs += 1
     prof = Profiler(run, profiler_level=config.level, profile_memory=config.profile_memory or None, start_profile=False)

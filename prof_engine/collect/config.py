@@ -214,7 +214,7 @@ def parse(raw: Any, where: str) -> Settings:
     )
 
 
-def load(path: Path | str) -> Settings:
+def load(path: str | os.PathLike[str]) -> Settings:
     """Settings from a JSON config file."""
     from prof_engine.importers.jsonstream import read_json
 

@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,7 +33,7 @@ Sink = Callable[[str, pa.RecordBatch], None]
 class StepWindow:
     """One step as the Profiler saw it: number, [start, end) on the epoch clock, recorded or not."""
 
-    step: int
+    step: int | None  # None without a schedule: the steps are not numbered
     start_ns: int
     end_ns: int
     recorded: bool
@@ -42,7 +43,7 @@ class Tables:
     """Column buffers for the tables the collector writes itself."""
 
     def __init__(self) -> None:
-        self.cols = {name: {c: [] for c in schema.tables()[name].column_names} for name in ("slices", "marks", "counters")}
+        self.cols: dict[str, dict[str, list[Any]]] = {name: {c: [] for c in schema.tables()[name].column_names} for name in ("slices", "marks", "counters")}
 
     def add(self, table: str, **values: object) -> None:
         for column, buf in self.cols[table].items():

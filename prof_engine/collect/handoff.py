@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import prof_engine
 from prof_engine.collect.writer import QUEUE_ITEMS, READY, Close, OpRecord, Start, StepDone, TorchCycle
@@ -66,7 +66,7 @@ class Handoff:
         """Block until the writer has imported what it needs (~0.5 s), so it does not do that while
         the program's first recorded steps run."""
         try:
-            ready = pickle.load(self._proc.stdout)
+            ready = pickle.load(self._out)
         except (EOFError, OSError, pickle.UnpicklingError):
             ready = None
         if ready != READY:
@@ -90,8 +90,14 @@ class Handoff:
                             "(record fewer steps, or a lower level, to avoid this)", QUEUE_ITEMS)
             self._queue.put(item)
 
+    @property
+    def _out(self) -> IO[bytes]:
+        assert self._proc.stdout is not None  # started with stdout=PIPE
+        return self._proc.stdout
+
     def _feed(self) -> None:
         pipe = self._proc.stdin
+        assert pipe is not None  # started with stdin=PIPE
         while True:
             item = self._queue.get()
             if item is _STOP:
@@ -112,7 +118,7 @@ class Handoff:
     def _listen(self) -> None:
         while True:
             try:
-                rows = pickle.load(self._proc.stdout)
+                rows = pickle.load(self._out)
             except (EOFError, OSError, pickle.UnpicklingError):
                 return
             ops = [OpRecord._make(r) for r in rows]
@@ -130,6 +136,6 @@ class Handoff:
         self._proc.wait()
         if self._listener is not None:
             self._listener.join()
-        self._proc.stdout.close()
+        self._out.close()
         if self._proc.returncode:
             log.error("prof_engine: the collector's writer process exited with status %d", self._proc.returncode)

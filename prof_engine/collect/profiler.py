@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prof_engine.collect import mstx
 from prof_engine.collect.config import (
@@ -57,6 +57,9 @@ from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle
 from prof_engine.store import LiveRun, SourceFile
 from prof_engine.store.files import make_dirs
 from prof_engine.store.live import PENDING
+
+if TYPE_CHECKING:
+    import subprocess
 
 log = logging.getLogger("prof_engine")
 
@@ -99,7 +102,7 @@ class Profiler:
         self.on_trace_ready = on_trace_ready
         self.force = force
         self.run_path: Path | None = None
-        self.analysis = None  # the process of an `analyse(mode="async")`
+        self.analysis: subprocess.Popen[bytes] | None = None  # the process of an `analyse(mode="async")`
         self.step_num = 0
         self._subscribers: list[Callable[[list[OpRecord]], Any]] = [on_op] if on_op else []
         self._metadata: dict[str, Any] = {}
@@ -193,19 +196,26 @@ class Profiler:
         self.step_num += 1
         self._action = self._scheduled(self.step_num)
 
+    @property
+    def _started(self) -> Handoff:
+        """The writer, which start() made (every caller runs after it)."""
+        assert self._writer is not None
+        return self._writer
+
     def _hand_off(self) -> None:
         """Give the writer the step just ended: its markers and samples (taken before the clock is
         read, so each lies inside the step's window)."""
         events = mstx.take()
-        samples = self._sampler.take(at_least_one=self._action.records) if self._sampler is not None else []
+        samples: list[tuple[int, dict[str, float]]] = (
+            self._sampler.take(at_least_one=self._action.records) if self._sampler is not None else [])
         now = time.time_ns()
         step = self.step_num if self.settings.schedule is not None else None
         if events or self._action.records:  # an idle step without markers has nothing to write
-            self._writer.put(StepDone(StepWindow(step, self._step_start, now, self._action.records), events, samples))
+            self._started.put(StepDone(StepWindow(step, self._step_start, now, self._action.records), events, samples))
         self._step_start = now
 
     def _torch_cycle(self, path: Path) -> None:
-        self._writer.put(TorchCycle(path))
+        self._started.put(TorchCycle(path))
 
     def _scheduled(self, step: int) -> ProfilerAction:
         return as_action(self.settings.schedule(step)) if self.settings.schedule is not None else ProfilerAction.RECORD
@@ -226,9 +236,10 @@ class Profiler:
             mstx.enable(False)
             if self._sampler is not None:
                 self._sampler.stop()
-            self._writer.close(self._metadata)
+            self._started.close(self._metadata)
             _running = None
         if self.on_trace_ready is not None:
+            assert self.run_path is not None  # set by start()
             self.on_trace_ready(self.run_path)
 
     def __enter__(self) -> Profiler:
@@ -261,7 +272,7 @@ class Profiler:
             return
         self._metadata[key] = value
         if self._state == "running":
-            self._writer.put({key: value})  # in the manifest from the writer's next write on
+            self._started.put({key: value})  # in the manifest from the writer's next write on
 
     def subscribe(self, fn: Callable[[list[OpRecord]], Any]) -> None:
         """Call `fn(ops)` (in a thread of the collector) with each batch of ops written; before start()."""

@@ -76,7 +76,7 @@ def as_action(value: object) -> ProfilerAction:
     if isinstance(value, ProfilerAction):
         return value
     name = getattr(value, "name", None)
-    if name in ProfilerAction.__members__:
+    if isinstance(name, str) and name in ProfilerAction.__members__:
         return ProfilerAction[name]
     raise CollectError(f"schedule returned {value!r}, not a ProfilerAction")
 

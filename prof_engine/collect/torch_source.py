@@ -67,6 +67,7 @@ class TorchSource:
         )
 
     def _torch_action(self, step: int) -> Any:
+        assert self._schedule is not None  # torch calls this only when given a schedule
         action = as_action(self._schedule(step))
         if self._flush == "step" and action is ProfilerAction.RECORD:
             action = ProfilerAction.RECORD_AND_SAVE

@@ -115,7 +115,8 @@ class BatchWriter:
         items, self._held = [*self._held, *items], []
         if not self.assembler.own_steps and not final:
             after = max((i + 1 for i, it in enumerate(items) if isinstance(it, TorchCycle)), default=0)
-            wait = next((i for i in range(after, len(items)) if items[i].window.recorded), len(items))
+            wait = next((i for i in range(after, len(items))
+                         if isinstance(waiting := items[i], StepDone) and waiting.window.recorded), len(items))
             items, self._held = items[:wait], items[wait:]
         if not items:
             return None
@@ -242,7 +243,7 @@ def serve(stream: BinaryIO, ops_out: BinaryIO) -> None:
             return
 
 
-def _send(ops_out: BinaryIO, ops: list[tuple] | None) -> None:
+def _send(ops_out: BinaryIO, ops: list[tuple] | list[str] | None) -> None:
     if ops:
         pickle.dump(ops, ops_out, protocol=pickle.HIGHEST_PROTOCOL)
         ops_out.flush()

@@ -7,6 +7,7 @@ that a spreadsheet would run as a formula are neutralised (`prof_engine.engine.t
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +30,7 @@ def _quote_ident(name: str) -> str:
 
 
 def export_views(
-    run: Run, out_dir: Path | str, views: Sequence[str] = (), fmt: str = "csv", stamp: str | None = None,
+    run: Run, out_dir: str | os.PathLike[str], views: Sequence[str] = (), fmt: str = "csv", stamp: str | None = None,
 ) -> list[Path]:
     """Write each view to `out_dir/<view>_<YYYYMMDDhhmmss>.<fmt>`; return the files written."""
     if fmt not in FORMATS:

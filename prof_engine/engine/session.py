@@ -118,10 +118,10 @@ def given_peaks(peak_tflops: Mapping[str, float | str] | None = None) -> dict[st
             return {}
         where, peak_tflops = PEAK_TFLOPS_ENV, {}
         for part in text.split(","):
-            key, sep, value = part.partition("=")
+            key, sep, number = part.partition("=")
             if not sep:
                 raise QueryError(f"{PEAK_TFLOPS_ENV}: {part.strip()!r} is not precision=TFLOPS (e.g. bf16=989.4)")
-            peak_tflops[key.strip()] = value.strip()
+            peak_tflops[key.strip()] = number.strip()
     peaks = {}
     for key, value in peak_tflops.items():
         precision = str(key).lower()
@@ -155,6 +155,7 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     try:
         if limit is None:
             cap, text = size_bytes(QUERY_MEMORY_LIMIT), QUERY_MEMORY_LIMIT
+            assert cap is not None  # QUERY_MEMORY_LIMIT is in a form size_bytes reads
             if (space := address_space_limit()) is not None and space // 4 < cap:  # under `ulimit -v`
                 cap = max(space // 4, 16 << 20)                                    # DuckDB spills, not aborts
                 text = f"{cap >> 20}MiB"
@@ -375,7 +376,7 @@ class Run:
         return self.sql("SELECT unnest(?::VARCHAR[]) AS item, unnest(?::VARCHAR[]) AS value",
                         [list(items), [str(v) for v in items.values()]])
 
-    def export(self, views: Sequence[str] = (), out_dir: Path | str = ".", fmt: str = "csv") -> list[Path]:
+    def export(self, views: Sequence[str] = (), out_dir: str | os.PathLike[str] = ".", fmt: str = "csv") -> list[Path]:
         """Write views (default: the summaries) as msprof-named files in `out_dir`; see engine.export."""
         from prof_engine.engine.export import export_views
 
@@ -399,7 +400,7 @@ class Run:
         return public_views()
 
 
-def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table, rows: list[tuple] = ()) -> None:
+def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table, rows: Sequence[tuple] = ()) -> None:
     """A table of `table`'s columns holding `rows`, in the current schema (an Arrow registration
     would be connection-wide, and Arrow built from Python values imports pandas)."""
     con.execute(f'CREATE TABLE "{name}" ({", ".join(f"{_ident(c.name)} {c.sql_type}" for c in table.columns)})')
@@ -426,7 +427,7 @@ def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bo
         f"SELECT count(DISTINCT columns), flatten(list(names)) FROM (SELECT file_name, string_agg(name || ' ' || "
         f"duckdb_type, ', ' ORDER BY column_id) AS columns, list(name) AS names FROM parquet_schema({listing}) "
         f"WHERE num_children IS NULL GROUP BY file_name)"
-    ).fetchone()
+    ).fetchall()[0]  # an aggregate: one row
     return shapes <= 1, set(names or ())
 
 

@@ -169,7 +169,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
         {k: d.get(k) for k in ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms") if k in d}
         for d in (props if isinstance(props, list) else []) if isinstance(d, dict)
     ]
-    info = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
+    info: dict[str, Any] = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     info["rank_from"] = "file order" if rank is None else "distributedInfo.rank"
     if base:
         add_finding(info, "clock_anchor", 1, f"{path.name}: baseTimeNanoseconds {int(base)} ns added to every ts",
@@ -224,14 +224,14 @@ def import_sources(
             results = [_import_unit(*w, advance) for w in work]
         else:
             results = _import_parallel(work, sizes, jobs, advance)
-        done = [r for r in results if isinstance(r, tuple)]
+        imported = [r for r in results if isinstance(r, tuple)]
         failed = [r for r in results if isinstance(r, ProfEngineError)]
-        if failed and (len(units) == 1 or not done):
+        if failed and (len(units) == 1 or not imported):
             raise failed[0]
-        _check_ranks([info for info, _ in done])
-        findings = _rank_findings([info for info, _ in done])
-        formats = sorted({info.format for info, _ in done})
-        return builder.finalize(done, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed],
+        _check_ranks([info for info, _ in imported])
+        findings = _rank_findings([info for info, _ in imported])
+        formats = sorted({info.format for info, _ in imported})
+        return builder.finalize(imported, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed],
                                 findings=findings)
 
 

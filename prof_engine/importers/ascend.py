@@ -19,7 +19,7 @@ import csv
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def rank_of(rank_dir: Path) -> int | None:
     return None
 
 
-def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
+def read_csv(path: Path, columns: Mapping[str, tuple[str, ...]],
              required: tuple[str, ...] = ("Name", "Start", "Duration"), limit: int | None = None,
              rest: tuple[str, ...] | None = None, times: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
@@ -130,7 +130,7 @@ def read_csv(path: Path, columns: dict[str, tuple[str, ...]],
                 index[key] = found
         used = set(index.values())
         last_required = max((index[k] for k in required if k in index), default=-1)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for line in reader:
             if limit is not None and len(rows) >= limit:
                 break
@@ -409,13 +409,13 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
 
     database = ascend_db.find_db(out)
     if database is not None:  # exported with export_type=db
-        conv = ascend_db.convert_db(database, file_index, sink, progress)
-        add_finding(info, "unmatched_vendor_rows", conv.unmatched_compute, f"{database}: {conv.unmatched_compute} "
-                    "COMPUTE_TASK_INFO rows describe no TASK row with a start and end", device=f"npu{conv.device}")
+        db_conv = ascend_db.convert_db(database, file_index, sink, progress)
+        add_finding(info, "unmatched_vendor_rows", db_conv.unmatched_compute, f"{database}: {db_conv.unmatched_compute} "
+                    "COMPUTE_TASK_INFO rows describe no TASK row with a start and end", device=f"npu{db_conv.device}")
         if cpu_ops is not None:  # the database reader takes no MindSpore CPU ops
-            mindspore_cpu.add_ops(conv, cpu_ops, info)
-            conv.finish()
-        return conv, info
+            mindspore_cpu.add_ops(db_conv, cpu_ops, info)
+            db_conv.finish()
+        return db_conv, info
     if cpu_ops is not None:  # a MindSpore CPU profile whose trace_view.json is missing
         conv = AscendConverter(file_index, sink, [], {}, device_index(out))
         mindspore_cpu.add_ops(conv, cpu_ops, info)

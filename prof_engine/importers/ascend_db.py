@@ -242,22 +242,24 @@ class DbConverter(ChromeConverter):
     def _framework_thread(self, gtid: Any) -> tuple[str, str | None, str | None]:
         return ("host", str(gtid >> 32), str(gtid & 0xFFFFFFFF)) if gtid is not None else ("host", None, None)
 
-    def _cann_thread(self, gtid: Any) -> tuple[str, str | None, str | None]:
+    def _cann_thread(self, gtid: Any) -> tuple[str, str, str | None]:
         pid = _lane_pid(gtid >> 32 if gtid is not None else self.os_pid, "CANN", self.device)
         return "host", pid, str(gtid & 0xFFFFFFFF) if gtid is not None else None
 
-    def _task_stream(self, dev: Any, gpid: Any, stream: Any) -> tuple[str, str | None, str | None]:
+    def _task_stream(self, dev: Any, gpid: Any, stream: Any) -> tuple[str, str, str | None]:
         dev = self.device if dev is None else int(dev)
         pid = _lane_pid(gpid if gpid is not None else self.os_pid, "Ascend Hardware", dev)
         return f"npu{dev}", pid, None if stream is None else str(stream)
 
-    def _hccl_group(self) -> tuple[str, str | None, str | None]:
+    def _hccl_group(self) -> tuple[str, str, str | None]:
         return f"npu{self.device}", _lane_pid(self.os_pid, "HCCL", self.device), "0"
 
     def _flow_end(self, source: str, row: tuple) -> tuple[str, str | None, str | None]:
         """(device, pid, tid) of a record of `source` from its row's thread or stream columns."""
-        return {"PYTORCH_API": self._framework_thread, "CANN_API": self._cann_thread, "TASK": self._task_stream,
-                "COMMUNICATION_OP": self._hccl_group}[source](*row)
+        ends: dict[str, Callable[..., tuple[str, str | None, str | None]]] = {
+            "PYTORCH_API": self._framework_thread, "CANN_API": self._cann_thread, "TASK": self._task_stream,
+            "COMMUNICATION_OP": self._hccl_group}
+        return ends[source](*row)
 
     def _lane(self, pid: str, tid: str | None, process: str, labels: str, thread: str | None) -> None:
         if (pid, "") not in self.lanes:

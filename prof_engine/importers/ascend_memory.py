@@ -13,6 +13,7 @@ window" and stays NULL; a negative Size(KB) is a release whose allocation was no
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from prof_engine.errors import InputError
@@ -49,7 +50,7 @@ def _bytes(path: Path, column: str, text: str | None, unit: int) -> float | None
     return value
 
 
-def _rows(path: Path, columns: dict[str, tuple[str, ...]], needed: tuple[str, ...]) -> list[dict[str, str | None]]:
+def _rows(path: Path, columns: Mapping[str, tuple[str, ...]], needed: tuple[str, ...]) -> list[dict[str, str | None]]:
     """The rows of a memory file, with a key per column of `columns` its header has; none where
     the header lacks one of `needed` (another version's columns: the file adds nothing, and the
     trace still imports)."""

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import compress
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import pyarrow as pa
@@ -324,12 +324,13 @@ class ChromeConverter:
     def _slice_columns(self, events: list[Event]) -> None:
         """`_slice` with the base `describe` and `after_slice` over a chunk's X events, a column
         at a time: the same rows, ids and comm rows, with per-value work done once per column."""
-        ts = us_texts_to_ns(_field(events, "ts"))
+        read_ts = us_texts_to_ns(_field(events, "ts"))
         cats = _texts(_field(events, "cat"))
         skipped = list(map(classify.is_skipped_category, cats))
-        if None in ts or True in skipped:
-            keep = [i for i, (t, skip) in enumerate(zip(ts, skipped)) if t is not None and not skip]
-            events, ts, cats = [events[i] for i in keep], [ts[i] for i in keep], [cats[i] for i in keep]
+        if None in read_ts or True in skipped:
+            keep = [i for i, (t, skip) in enumerate(zip(read_ts, skipped)) if t is not None and not skip]
+            events, read_ts, cats = [events[i] for i in keep], [read_ts[i] for i in keep], [cats[i] for i in keep]
+        ts = cast("list[int]", read_ts)  # the unreadable (None) ones are left out above
         durs = us_texts_to_ns(_field(events, "dur"))
         if ts and (min(ts) <= -classify.TS_LIMIT or max(ts) >= classify.TS_LIMIT
                    or max(filter(None, durs), default=0) > classify.DUR_LIMIT):  # slices outside any run: dropped
@@ -337,17 +338,18 @@ class ChromeConverter:
                    if not -classify.TS_LIMIT < t < classify.TS_LIMIT or (d or 0) > classify.DUR_LIMIT]
             self.out_of_range_seen("time", len(bad), _text(events[bad[0]].name) or "", ts[bad[0]], durs[bad[0]])
             keep = sorted(set(range(len(ts))).difference(bad))
-            events, ts, cats, durs = ([v[i] for i in keep] for v in (events, ts, cats, durs))
+            events, ts = [events[i] for i in keep], [ts[i] for i in keep]
+            cats, durs = [cats[i] for i in keep], [durs[i] for i in keep]
         if not events:
             return
         raws = list(map(args_text, events))
         args = _decode_slice_args(raws)
-        names = _texts(_field(events, "name"))
-        if None in names:
-            names = [v or "" for v in names]
+        read_names = _texts(_field(events, "name"))
+        names = [v or "" for v in read_names] if None in read_names else cast("list[str]", read_names)
         n, first = len(events), self.seq + 1
         on_device = list(compress(range(n), map(classify.is_device_category, cats)))
-        devices, streams = ["host"] * n, [None] * n
+        devices = ["host"] * n
+        streams: list[int | None] = [None] * n
         for i in on_device:
             devices[i], streams[i] = _gpu(args[i], events[i]), _int(args[i].stream)
         collective = _field(args, "collective")
@@ -363,7 +365,7 @@ class ChromeConverter:
         c["name"].extend(names)
         c["category"].extend(cats)
         c["ts"].extend(ts)
-        if None in durs or min(durs, default=0) < 0:
+        if None in durs or min(cast("list[int]", durs), default=0) < 0:  # (no None when min runs)
             self.negative_durations += sum(1 for d in durs if d is not None and d < 0)
             durs = [max(d or 0, 0) for d in durs]
         c["dur"].extend(durs)
@@ -399,7 +401,7 @@ class ChromeConverter:
         others = _positions(kinds, "other")
         if others:
             unknown.update(cat for cat in map(cats.__getitem__, others) if classify.is_unknown_category(cat))
-        steps = [None] * len(kinds)
+        steps: list[int | None] = [None] * len(kinds)
         for i in _positions(kinds, "step"):
             steps[i] = classify.step_number(names[i])
         c["kind"].extend(kinds)

@@ -36,7 +36,7 @@ _SETS = {"flow": sorted("stf"), "instant": sorted("iIn"), "columnar": ["X", *"st
 @cache
 def _set(name: str) -> pa.Array:
     return pa.array(_SETS[name], pa.string())
-_KINDS: dict[tuple[str, str, bool], str] = {}
+_KINDS: dict[str, str] = {}  # "category\0name\0has collective" → kind
 _MEMO: dict[tuple[str, str], Any] = {}
 _MEMO_MAX = 200_000
 

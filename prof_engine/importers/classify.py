@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TypeGuard
 
 # Chrome trace `cat` → canonical `kind` (schemas/slices.toml), by the category in lower case:
 # Kineto wrote capitalised names until mid-2021 (`Operator`, `Runtime`, `Kernel`, `Memcpy`,
@@ -64,7 +65,7 @@ def is_skipped_category(category: str | None) -> bool:
     return category_key(category) in SKIPPED_CATEGORIES
 
 
-def is_unknown_category(category: str | None) -> bool:
+def is_unknown_category(category: str | None) -> TypeGuard[str]:
     """A category none of the tables above knows (no category at all is not one): its records are
     kind "other" because this build does not know what they are (a data-quality finding)."""
     return bool(category) and category_key(category) not in KNOWN_CATEGORIES

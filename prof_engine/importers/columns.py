@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -166,8 +166,8 @@ def _kinds(cats: list[str | None], names: list[str]) -> list[str]:
     if None in kinds:  # new pairs: classify each distinct one once, then look the column up again
         for cat, name in {key for k, key in zip(kinds, zip(cats, names)) if k is None}:
             _KINDS[cat, name] = classify.kind_of(cat, name, False)
-        kinds = list(map(_KINDS.__getitem__, zip(cats, names)))
-    return kinds
+        return list(map(_KINDS.__getitem__, zip(cats, names)))
+    return cast(list[str], kinds)  # every pair was known: no None
 
 
 def _memo_column(memo: dict[bytes, str | None], raws: list[bytes],

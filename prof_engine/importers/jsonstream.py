@@ -15,11 +15,12 @@ Memory is bounded by a few chunks plus the decoded events of one chunk.
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import msgspec
 
@@ -156,8 +157,9 @@ class ChromeTraceReader:
     def _readinto(self, f: BinaryIO, into: memoryview) -> int:
         """`_read` into `into` (filled unless the file ends); the number of bytes read."""
         got = 0
+        buffered = cast(io.BufferedIOBase, f)  # open_bytes's BufferedReader or GzipFile: both have readinto
         while got < len(into):
-            n = f.readinto(into[got:])
+            n = buffered.readinto(into[got:])
             if not n:
                 break
             got += n

@@ -97,8 +97,13 @@ def _timeline_files(device_dir: Path) -> list[Path]:
     files = [p for p in (device_dir / "timeline").glob("*.json") if TIMELINE.fullmatch(p.name)]
     if not any(p.name.startswith("msprof_") for p in files):
         return []
-    return sorted(files, key=lambda p: (FILE_ORDER[TIMELINE.fullmatch(p.name).group(1)],
-                                        *map(int, TIMELINE.fullmatch(p.name).groups()[1:])))
+    return sorted(files, key=_timeline_order)
+
+
+def _timeline_order(path: Path) -> tuple:
+    m = TIMELINE.fullmatch(path.name)
+    assert m is not None  # _timeline_files kept only names that match
+    return (FILE_ORDER[m.group(1)], *map(int, m.groups()[1:]))
 
 
 # -- conversion --------------------------------------------------------------------------------
@@ -159,7 +164,9 @@ def _node_type(name: str) -> str | None:
     head, sep, suffix = name.rpartition("/")[2].rpartition("-op")
     if not sep or not NODE_SUFFIX.fullmatch(suffix):
         return None
-    ident = _TRAILING_IDENT.match(head[::-1]).group()[::-1].lstrip("0123456789_")
+    trailing = _TRAILING_IDENT.match(head[::-1])
+    assert trailing is not None  # the pattern matches any text, if only its empty start
+    ident = trailing.group()[::-1].lstrip("0123456789_")
     return ident or None
 
 
@@ -171,6 +178,7 @@ def _feed_file(conv: LegacyConverter, path: Path, seen: set[tuple], primary: boo
                progress: Callable[[int], None]) -> None:
     """Feed one timeline file; events of secondary files already read from another file are dropped."""
     m = TIMELINE.fullmatch(path.name)
+    assert m is not None  # a file _timeline_files listed
     conv.use_file(ascend._metadata(path), int(m.group(4)) if primary else None)
     reader = ChromeTraceReader(path)
     last = 0
@@ -187,7 +195,9 @@ def _feed_file(conv: LegacyConverter, path: Path, seen: set[tuple], primary: boo
 
 def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
     """Stream one legacy device directory into `sink`; return what the manifest keeps about it."""
-    device_id = int(DEVICE_DIR.fullmatch(device_dir.name).group(1))
+    named = DEVICE_DIR.fullmatch(device_dir.name)
+    assert named is not None  # the caller found the directory by this pattern
+    device_id = int(named.group(1))
     info = _read_json(device_dir / f"info.json.{device_id}", required=False)
     start = _read_json(device_dir / f"start_info.{device_id}", required=True)
     end = _read_json(device_dir / f"end_info.{device_id}", required=False)

@@ -170,7 +170,7 @@ def size_bytes(size: str) -> float | None:
     None for a form this does not read (DuckDB's own "none", "-1", a bare number)."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]+)\s*", size)
     unit = _SIZE_UNITS.get(m[2].lower()) if m else None
-    return None if unit is None else float(m[1]) * unit
+    return None if unit is None or m is None else float(m[1]) * unit
 
 
 def memory_share(limit: str, share: float) -> str:
@@ -261,7 +261,7 @@ def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | N
             query = f"SELECT * FROM final_{name}"
             if table.sort_by:  # one file per rank and partition, in order (`SortedWriter`)
                 query += " ORDER BY " + ", ".join(f'"{c}" NULLS LAST' for c in table.sort_by)
-                writer = SortedWriter(Path(target) / name, table.partition_keys)
+                writer: SortedWriter | PartitionWriter = SortedWriter(Path(target) / name, table.partition_keys)
             else:
                 writer = PartitionWriter(Path(target) / name, pool, keys=table.partition_keys)
             try:
@@ -387,9 +387,9 @@ class Totals:
         for name, n in rows.items():
             self.rows[name] += n
         for d in summary["devices"]:
-            n = self._devices.setdefault((d["rank"], d["device"]), [0, 0])
-            n[0] += d["records"]
-            n[1] += d["tasks"]
+            counts = self._devices.setdefault((d["rank"], d["device"]), [0, 0])
+            counts[0] += d["records"]
+            counts[1] += d["tasks"]
         for st in summary["steps"]:
             span = self._steps.setdefault((st["rank"], st["step"]), [st["start_ns"], st["end_ns"]])
             span[0], span[1] = min(span[0], st["start_ns"]), max(span[1], st["end_ns"])
@@ -417,7 +417,7 @@ _PENDING = 4  # staged batches waiting to be written, at most
 # thread spent 0.46 s on slices with pyarrow's defaults, 0.26 s so, and the import ~0.15 s less.
 # The integers as deltas, as in the run store (`column_encoding`): 329 MB of JSON stage in 22.7 MB
 # instead of 32.4, and the import took 0.07-0.10 s less (two sets of ten alternating runs).
-STAGING_OPTIONS = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
+STAGING_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
                    "write_statistics": False}
 
 

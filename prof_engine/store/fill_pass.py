@@ -171,6 +171,7 @@ class _Window:
             if values is None:  # no source filled it in: NULL throughout
                 arrays.append(pa.nulls(n, field.type))
                 continue
+            assert valid is not None  # made together with its values
             buffers = [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(values)]
             if pa.types.is_dictionary(field.type):
                 arrays.append(pa.DictionaryArray.from_arrays(pa.Array.from_buffers(pa.int32(), n, buffers),

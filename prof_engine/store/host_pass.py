@@ -27,6 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from duckdb.func import FunctionNullHandling, PythonUDFType
 
 from prof_engine._native import load
 from prof_engine._sql import literal
@@ -63,8 +64,8 @@ def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         for batch in con.sql(SORTED).to_arrow_reader(BATCH_ROWS):
             if not batch.num_rows:
                 continue
-            added = state.run(lanes.of(batch), *(_int64(batch.column(c)) for c in PASS_COLUMNS),
-                              batch.column("nests").cast(pa.uint8()))
+            rank, ts, dur, ids = (_int64(batch.column(c)) for c in PASS_COLUMNS)
+            added = state.run(lanes.of(batch), rank, ts, dur, ids, batch.column("nests").cast(pa.uint8()))
             keep = [c for c in batch.schema.names if c not in DROPPED]
             out = pa.RecordBatch.from_arrays([batch.column(c) for c in keep] + added,
                                              names=keep + ADDED.names)
@@ -130,8 +131,8 @@ def _create_step_at(con: duckdb.DuckDBPyConnection, state: _NativePass | _Python
         con.remove_function("step_at")
     except (duckdb.InvalidInputException, duckdb.CatalogException):
         pass  # none yet
-    con.create_function("step_at", step_at, ["BIGINT", "BIGINT"], "BIGINT", type="arrow", null_handling="special",
-                        side_effects=False)
+    con.create_function("step_at", step_at, ["BIGINT", "BIGINT"], "BIGINT", type=PythonUDFType.ARROW,
+                        null_handling=FunctionNullHandling.SPECIAL, side_effects=False)
 
 
 def _int64(column: pa.Array) -> pa.Array:

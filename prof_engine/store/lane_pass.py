@@ -88,7 +88,7 @@ class _Keys:
         return [self._all.column(k).chunk(0).take(at) for k in KEY]
 
 
-def _run(lib: ctypes.CDLL, state: int, n: int, number, b, s, e) -> tuple[int, pa.Buffer, ...]:
+def _run(lib: ctypes.CDLL, state: int, n: int, number, b, s, e) -> tuple[int, pa.Buffer, pa.Buffer, pa.Buffer, pa.Buffer]:
     """The pass over n rows (n = 0: the last key's end): (rows out, key, lane, s, e buffers)."""
     room = 6 * n + 6
     out = [pa.allocate_buffer(8 * room), pa.allocate_buffer(room), pa.allocate_buffer(8 * room),

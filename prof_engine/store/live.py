@@ -173,7 +173,7 @@ def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         for name in schema.stored_tables():
             glob = str(run / name / "**" / "*.parquet")
             has_files = any((run / name).rglob("*.parquet")) if (run / name).is_dir() else False
-            rows[name] = int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchone()[0]) if has_files else 0
+            rows[name] = int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0]) if has_files else 0
         summary = summarise(con, run)
     finally:
         con.close()

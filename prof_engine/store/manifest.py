@@ -66,7 +66,7 @@ def run_findings(manifest: dict[str, Any]) -> list[tuple]:
     """The rows of the `run_findings` table (schemas/run_findings.toml): what each source's
     importer recorded in its `info["findings"]` (`store.quality.add_finding`), of the source's
     events, then the run's own findings (rank NULL unless one is named)."""
-    rows = []
+    rows: list[tuple] = []
     for src in manifest.get("sources", []):
         info = src.get("info") or {}
         if n := info.get("negative_durations"):  # recorded before findings existed, and still by chrome.anomalies

@@ -66,6 +66,7 @@ def drop_time_outliers(staging: Path, info: dict[str, Any]) -> int:
         keep = pc.invert(pc.fill_null(pc.is_in(table.column("slice_id"), ids), False))
         if not pc.all(keep).as_py():
             pq.write_table(table.filter(keep), path, compression="lz4")
+    assert first is not None  # set with the first row dropped
     name, at = first
     days = abs(at - center) / 86_400e9
     add_finding(info, "values_out_of_range", len(dropped),

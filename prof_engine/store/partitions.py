@@ -86,7 +86,7 @@ def column_encoding(schema: pa.Schema, dictionary: Iterable[str] = DICTIONARY_CO
     return {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type) and f.name not in dictionary}
 
 
-def partition_dir(device: str, step: int | None = None, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
+def partition_dir(device: str, step: int | None = None, *, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
     """`device=<d>/step=<n>` (or `device=<d>` for a table partitioned by device alone), escaped like
     DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
@@ -281,6 +281,7 @@ class SortedWriter:
 
     def _write_row_group(self, table: pa.Table) -> None:
         if self._file is None:
+            assert self._key is not None  # write() sets the key before its first row group
             self._file = _File(self.root / partition_dir(*self._key[1:], keys=self.keys))
         self._file.write(table.to_batches(), last=False, after=None)
 

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -43,6 +44,9 @@ from prof_engine.engine.session import Result, Run, attach, connect, defers_bind
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
+
+if TYPE_CHECKING:
+    from prof_engine.engine.compare.thresholds import Threshold
 
 LEVELS = ("step", "op_type", "op", "api", "communication", "memory")
 RunLike = Path | str | Run
@@ -208,7 +212,7 @@ class Comparison(Result):
 
         return Result(wide(self))
 
-    def check(self, thresholds: Sequence[str]) -> list[str]:
+    def check(self, thresholds: Sequence[str | Threshold]) -> list[str]:
         """The reasons the thresholds fail (grammar: `prof_engine.engine.compare.thresholds`); [] = pass."""
         from prof_engine.engine.compare.thresholds import check
 

@@ -100,7 +100,9 @@ def _describe(row: dict[str, Any], t: Threshold) -> str:
     what += f" [{row['Detail']}]" if row["Detail"] else ""
     low, high = scaled(row["CI Low"]), scaled(row["CI High"])
     ci = f", CI {fmt(low)} … {fmt(high)}" if low is not None and high is not None else ""
-    return f"{what} {fmt(t.value(row))} ({row['Status']}{ci}) in {row['Run']}"
+    value = t.value(row)
+    assert value is not None  # only failing rows are described, and those have a value (Threshold.fails)
+    return f"{what} {fmt(value)} ({row['Status']}{ci}) in {row['Run']}"
 
 
 def check(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[str]:
