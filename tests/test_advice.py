@@ -221,7 +221,8 @@ def test_a_cpu_only_gloo_job_gets_exposed_communication(gloo_2rank_run):
         windows = [(start, max(e for kind, step, _, e in slices if step == k and kind != "step"))
                    for k, start in steps.items()]
         oracle = 100 * _less(comm, ops) / _length(windows)
-        assert share == pytest.approx(oracle, abs=0.06) and share > 20, (rank, share, oracle)
+        # the share moves with the machine's load (19-25 % seen); 10 % is the rule's threshold
+        assert share == pytest.approx(oracle, abs=0.06) and share >= 10, (rank, share, oracle)
 
 
 def test_torch_npu_shares_never_count_a_moment_twice(torch_npu_text_run):
