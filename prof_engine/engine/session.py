@@ -85,7 +85,7 @@ class Result:
 # What a query session's DuckDB may hold before it spills (`connect`): at most this, or DuckDB's own
 # default (80 % of RAM) where that is less. A full CSV export of `kernel_launch` at 10 M tasks
 # peaked at 4.8 GB under DuckDB's default and at 2.4 GB under this, in the same time; the views'
-# targets were not slower (benchmarks/README, "Query sessions' memory").
+# targets were not slower.
 QUERY_MEMORY_LIMIT = "2GB"
 MEMORY_LIMIT_ENV = "PROF_ENGINE_MEMORY_LIMIT"
 # Peak TFLOPS the user gives per precision, for devices the datasheet table (queries/_device_peaks.sql)
