@@ -12,9 +12,10 @@ def _fit_address_space() -> None:
     thread-local data"). So the CLI then keeps one malloc arena and few library threads: a 30 MB
     trace imports under 600 MB, and under less it fails with one line instead of an abort."""
     import os
-    import resource
 
-    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+    from prof_engine._process import address_space_limit
+
+    if address_space_limit() is None:
         return
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when numpy, pyarrow load
     os.environ.setdefault("ARROW_IO_THREADS", "2")

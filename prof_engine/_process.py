@@ -28,3 +28,11 @@ def address_space_limit() -> int | None:
     and Arrow size their memory by the machine's RAM, so under a smaller limit they must be told."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return None if soft == resource.RLIM_INFINITY else soft
+
+
+def address_space_hint() -> str | None:
+    """What to tell a user who ran out of memory under an address-space limit; None without one."""
+    space = address_space_limit()
+    if space is None:
+        return None
+    return f"this process may use {space >> 20:,} MiB of address space (ulimit -v): raise it (`ulimit -v unlimited`)"

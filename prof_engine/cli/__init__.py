@@ -279,10 +279,8 @@ def _out_of_memory(e: BaseException) -> bool:
 
 
 def _memory_advice() -> str:
-    from prof_engine._process import address_space_limit
+    from prof_engine._process import address_space_hint
 
-    space = address_space_limit()
-    if space is not None:
-        return (f"this process may use {space >> 20:,} MiB of address space (ulimit -v): raise it "
-                f"(`ulimit -v unlimited`), or import with --jobs 1")
+    if (hint := address_space_hint()) is not None:
+        return f"{hint}, or import with --jobs 1"
     return "free memory, or import with --jobs 1; queries: set PROF_ENGINE_MEMORY_LIMIT lower (e.g. 1GB) to spill"

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from prof_engine import schema
 from prof_engine._allocator import fix_mmap_threshold
-from prof_engine._process import address_space_limit
+from prof_engine._process import address_space_hint, address_space_limit
 from prof_engine._resources import data_dir
 from prof_engine._sql import literal
 from prof_engine.errors import InputError, RunError
@@ -358,10 +358,7 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
                              f"not a profiler's output?): {message}") from None
         if not isinstance(e, duckdb.OutOfMemoryException) and not message.startswith("Out of Memory Error"):
             raise
-        space = address_space_limit()
-        how = (f"the process may use {space >> 20:,} MiB of address space (ulimit -v), which sets that limit: "
-               f"raise it (`ulimit -v unlimited`)" if space is not None else
-               "pass a larger memory_limit to import_trace (e.g. '2GB')")
+        how = address_space_hint() or "pass a larger memory_limit to import_trace (e.g. '2GB')"
         raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
                        f"{limit}; {how} ({str(e).splitlines()[0]})") from None
     finally:
