@@ -71,8 +71,12 @@ def cli_markdown() -> str:
         for param in params:
             if param.param_type_name == "option":
                 flags = ", ".join([*param.opts, *param.secondary_opts])
-                if not param.is_flag:
-                    flags += " " + param.make_metavar(ctx).strip("<>").upper()
+                if not param.is_flag:  # the help record's flags end with the metavar `--help` prints
+                    record = param.get_help_record(ctx)
+                    last = record[0].split(", ")[-1] if record else ""
+                    metavar = (last.split(" ", 1)[1] if " " in last else "VALUE").strip("<>").upper()
+                    # a repeatable option: its element's type (typer 0.29 says LIST[INT], older ones INT)
+                    flags += " " + (metavar[5:-1] if metavar.startswith("LIST[") else metavar)
                 flags = f"`{flags}`"
                 default = None if param.is_flag else param.default
             else:

@@ -50,3 +50,31 @@ def test_requires_python_covers_stdlib_used():
 def test_typed_marker_ships():
     # hatch puts every file under prof_engine/ in the wheel, so presence in the package is enough
     assert (REPO / "prof_engine" / "py.typed").is_file()
+
+
+def test_optional_frames_say_what_to_install(monkeypatch):
+    # polars and pandas are extras: without them `.pl()` / `.df()` say what to install, in one line
+    import pyarrow as pa
+    import pytest
+
+    from prof_engine.engine.session import Result
+    from prof_engine.errors import QueryError
+
+    result = Result(pa.table({"x": [1, 2]}))
+    monkeypatch.setitem(sys.modules, "polars", None)  # None in sys.modules: `import polars` fails
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(QueryError, match=r"^polars is not installed: pip install 'prof-engine\[polars\]'$"):
+        result.pl()
+    with pytest.raises(QueryError, match="^pandas is not installed"):
+        result.df()
+
+
+def test_the_engine_does_not_need_polars():
+    # polars is not a dependency: no module of prof_engine imports it at module level
+    for path in (REPO / "prof_engine").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(m.split(".")[0] == "polars" for m in names), path
+    assert not any(s.startswith("polars") for s in PYPROJECT["project"]["dependencies"])

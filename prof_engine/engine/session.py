@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import tempfile
@@ -38,6 +39,14 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _optional(module: str, install: str):
+    """`module`, imported; a missing one is one line naming what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise QueryError(f"{module} is not installed: pip install '{install}'") from None
+
+
 class Result:
     """The answer to a query: one result type, converted on demand (`.arrow()`, `.pl()`, `.df()`)."""
 
@@ -57,11 +66,12 @@ class Result:
         return self._table
 
     def pl(self):
-        import polars as pl
-
-        return pl.from_arrow(self._table)
+        """The rows as a polars DataFrame (polars is an optional extra: `prof-engine[polars]`)."""
+        return _optional("polars", "prof-engine[polars]").from_arrow(self._table)
 
     def df(self):
+        """The rows as a pandas DataFrame (pandas is not a dependency: `pip install pandas`)."""
+        _optional("pandas", "pandas")
         return self._table.to_pandas()
 
     def rows(self) -> list[tuple]:
