@@ -16,15 +16,18 @@
 -- column `Last` DOUBLE: the last value
 -- column `First Time(us)` DECIMAL(26,3): first sample, µs since the Unix epoch
 -- column `Last Time(us)` DECIMAL(26,3): last sample, µs since the Unix epoch
+-- Samples of one series at the same time (Ascend's per-accelerator rows) are taken in order of
+-- value, so that which of them holds until the next time, and is the last, is the same however
+-- the rows were stored.
 WITH held AS (
     SELECT rank, device, name, series, ts, value,
-           lead(ts) OVER (PARTITION BY rank, device, name, series ORDER BY ts) - ts AS held
+           lead(ts) OVER (PARTITION BY rank, device, name, series ORDER BY ts, value) - ts AS held
     FROM counters WHERE value IS NOT NULL
 )
 SELECT rank AS "Rank", device AS "Device", name AS "Counter", series AS "Series", count(*) AS "Samples",
        min(value) AS "Min",
        round(coalesce(sum(value * held) / nullif(sum(held), 0), avg(value)), 6) AS "Avg",
-       max(value) AS "Max", arg_max(value, ts) AS "Last",
+       max(value) AS "Max", arg_max(value, (ts, value)) AS "Last",
        us_ts(min(ts)) AS "First Time(us)", us_ts(max(ts)) AS "Last Time(us)"
 FROM held GROUP BY rank, device, name, series
 ORDER BY "Rank", "Device", "Counter", "Series"
