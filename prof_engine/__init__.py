@@ -50,6 +50,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Comparison": ("prof_engine.engine.compare", "Comparison"),
     "compare": ("prof_engine.engine.compare", "compare"),
     "import_trace": ("prof_engine.importers", "import_sources"),
+    "upgrade": ("prof_engine.store.upgrade", "upgrade_run"),
 }
 
 
@@ -82,7 +83,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from prof_engine.engine import open_run as open
     from prof_engine.engine.compare import Comparison, compare
     from prof_engine.importers import import_sources as import_trace
+    from prof_engine.store.upgrade import upgrade_run as upgrade
 
 __all__ = ["CollectError", "Comparison", "InputError", "OpRecord", "ProfEngineError", "Profiler", "ProfilerAction", "ProfilerActivity",
            "ProfilerLevel", "QueryError", "Result", "Run", "RunError", "compare", "export_summaries", "import_trace", "mstx", "open",
-           "schedule"]
+           "schedule", "upgrade"]

@@ -1,19 +1,25 @@
-"""What finalisation derives across a rank's records is stored at import, and views read it: the
-step breakdown's lanes (`lane_totals`, read by `step_trace`), the Overlap Analysis lanes (`lanes`,
-read by `overlap` and the timeline), each device task's stream wait (`slices.wait`, read by
-`op_summary`) and its launching API call (`slices.launch_api*`, read by kernel_launch, idle_time,
-queue_length and advice). Runs without them (older schema, live collector runs)
-compute the same from slices, with the same macros (queries/_lanes.sql, `stream_wait`): here the
-two paths are compared on real and synthetic runs, GPU and NPU, receive ops, records outside every
-step and CPU-only ranks."""
+"""What finalisation derives across a rank's records is stored at import, and views read it alone:
+the step breakdown's lanes (`lane_totals`, read by `step_trace`), the Overlap Analysis lanes
+(`lanes`, read by `overlap` and the timeline), each device task's stream wait (`slices.wait`,
+read by `op_summary`) and its launching API call (`slices.launch_api*`, read by kernel_launch,
+idle_time, queue_length and advice). A run of schema 1.x without them is refused and upgraded
+(`prof-engine upgrade`): here an upgraded 1.6 run equals a fresh import, row for row, for every
+public view and stored table, on real and synthetic runs, GPU and NPU, receive ops, records outside
+every step and CPU-only ranks."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 
 import prof_engine
 from conftest import fixture_path, write_trace, x
-from prof_engine.engine.session import use_stored
+from prof_engine import schema
+from prof_engine.engine.views import public_views
 
 
 def _kernel(name: str, ts: float, dur: float, stream: int = 7, **args) -> dict:
@@ -51,73 +57,62 @@ RUNS = {
 }
 
 
+def as_schema_1_6(src: Path, dst: Path) -> Path:
+    """A copy of run `src` at `dst` as schema 1.6 held a run finalised in batches (a collector's):
+    manifest version 1.6, none of the derived tables, and slices without the derived columns."""
+    shutil.copytree(src, dst)
+    for table in schema.derived_tables():
+        shutil.rmtree(dst / table, ignore_errors=True)
+    derived_columns = [c.name for c in schema.tables()["slices"].columns if c.derived]
+    for path in (dst / "slices").rglob("*.parquet"):
+        pq.write_table(pq.read_table(path).drop_columns(derived_columns), path)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["schema_version"] = "1.6"
+    manifest.pop("derived")
+    manifest["tables"].update(dict.fromkeys(schema.derived_tables(), 0))
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
 @pytest.fixture(scope="module", params=list(RUNS))
-def run(request, tmp_path_factory):
+def runs(request, tmp_path_factory):
+    """A fresh import, and a copy of it as schema 1.6 wrote it, upgraded."""
     tmp = tmp_path_factory.mktemp(request.param)
-    with prof_engine.open(prof_engine.import_trace(RUNS[request.param](tmp), tmp / "run")) as r:
-        yield r
+    fresh = prof_engine.import_trace(RUNS[request.param](tmp), tmp / "run", jobs=1)
+    upgraded = prof_engine.upgrade(as_schema_1_6(fresh, tmp / "old"))
+    with prof_engine.open(fresh) as r, prof_engine.open(upgraded) as u:
+        yield r, u
 
 
-def test_step_trace_from_stored_lanes_equals_the_computed_one(run):
-    assert run.manifest["derived"] == ["lane_totals", "lanes", "slices.wait", "slices.launch_api", "slices.launch_api_ts",
-                                       "slices.launch_api_dur", "lanes.sorted"]
-    stored = run.view("step_trace").rows()
-    assert stored and run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(stored)
-    use_stored(run.con, run_lanes_stored=False, run_overlap_stored=False)  # as for a run without either
-    try:
-        assert run.sql("EXPLAIN SELECT * FROM step_trace").rows()[0][1].count("READ_PARQUET") > 1
-        assert run.view("step_trace").rows() == stored
-    finally:
-        use_stored(run.con, run_lanes_stored=True, run_overlap_stored=True)
+@pytest.fixture(scope="module")
+def run(runs):
+    return runs[0]
 
 
-def test_overlap_from_stored_lanes_equals_the_computed_one(run):
-    stored = run.view("overlap").rows()
-    assert stored and run.sql("SELECT count(*) FROM lanes").rows()[0][0] == len(stored)
+def test_an_upgraded_1_6_run_equals_a_fresh_import(runs):
+    fresh, upgraded = runs
+    assert fresh.manifest["derived"] == upgraded.manifest["derived"] == [
+        "lane_totals", "lanes", "slices.wait", "slices.launch_api", "slices.launch_api_ts", "slices.launch_api_dur",
+        "lanes.sorted"]
+    for key in ("schema_version", "tables", "devices", "steps", "start_ns", "end_ns", "ranks", "sources", "findings"):
+        assert upgraded.manifest[key] == fresh.manifest[key], key
+    for view in public_views():
+        query = f'SELECT * FROM "{view.name}"'
+        assert upgraded.sql(query).rows() == fresh.sql(query).rows(), view.name
+    for table in ("slices", "comm", "flows", "counters", "marks", "memory_events", "lanes", "lane_totals"):
+        query = f"SELECT * FROM {table} ORDER BY ALL"
+        assert upgraded.sql(query).rows() == fresh.sql(query).rows(), table
+
+
+def test_views_read_the_stored_columns_alone(run):
+    """Nothing the run stores is computed again: no window for the stream waits or lanes, no join
+    of the tasks to their launching calls or launchers."""
+    for view in ("_tasks", "_overlap", "_task_launches"):
+        plan = run.sql(f"EXPLAIN SELECT * FROM {view}").rows()[0][1]
+        assert "─ Window ─" not in plan and "JOIN" not in plan, view
     assert run.sql("SELECT run_lanes_in_order()").rows() == [(True,)]  # read in order: not sorted
-    assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]  # nothing computed
-    timeline = run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows()
-    use_stored(run.con, run_overlap_stored=False)  # as for a run without them
-    try:
-        assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _overlap").rows()[0][1]
-        assert run.view("overlap").rows() == stored  # in the same order, sorted
-        assert run.sql("SELECT event::VARCHAR AS e FROM _timeline ORDER BY e").rows() == timeline
-    finally:
-        use_stored(run.con, run_overlap_stored=True)
-
-
-def test_op_summary_from_stored_waits_equals_the_computed_one(run):
-    query = 'SELECT * FROM op_summary ORDER BY ALL'
-    stored = run.sql(query).rows()
-    assert stored
-    assert "─ Window ─" not in run.sql("EXPLAIN SELECT * FROM _tasks").rows()[0][1]  # the window is folded away
-    run.con.execute("CREATE OR REPLACE MACRO run_waits_stored() AS false")
-    try:
-        assert "─ Window ─" in run.sql("EXPLAIN SELECT * FROM _tasks").rows()[0][1]
-        assert run.sql(query).rows() == stored
-    finally:
-        run.con.execute("CREATE OR REPLACE MACRO run_waits_stored() AS true")
-
-
-@pytest.mark.parametrize("view", ["kernel_launch", "idle_time", "queue_length", "advice"])
-def test_launch_views_from_stored_launch_calls_equal_the_joined_ones(run, view):
-    """Each task's launching API call, stored at import, gives the views what the ASOF join of
-    the tasks to every API call gives them (CANN runs: the innermost of the layers sharing an id)."""
-    query = f"SELECT * FROM {view} ORDER BY ALL"
-    stored = run.sql(query).rows()
-    # (the join's `any_time`: DuckDB plans small ASOF joins as a nested loop and a window)
-    assert "any_time" not in run.sql(f"EXPLAIN {query}").rows()[0][1]  # no join: folded away
-    run.con.execute("CREATE OR REPLACE MACRO run_launch_apis_stored() AS false")
-    try:
-        assert "any_time" in run.sql(f"EXPLAIN {query}").rows()[0][1]
-        assert run.sql(query).rows() == stored
-    finally:
-        run.con.execute("CREATE OR REPLACE MACRO run_launch_apis_stored() AS true")
-    if view == "kernel_launch":  # not both empty for want of links: a task with a call of its id is listed
-        linked = run.sql("SELECT count(DISTINCT t.id) FROM slices t JOIN slices c ON c.rank = t.rank "
-                         "AND c.correlation = t.correlation AND c.kind = 'api' "
-                         "WHERE t.device <> 'host' AND t.kind IN ('kernel', 'comm', 'memcpy', 'memset')").rows()[0][0]
-        assert len(stored) == linked
+    assert run.sql("SELECT count(*) FROM lanes").rows()[0][0] == len(run.view("overlap"))
+    assert run.sql("SELECT count(*) FROM lane_totals").rows()[0][0] == len(run.view("step_trace"))
 
 
 def test_step_trace_reads_only_the_stored_lanes(run):
@@ -166,14 +161,9 @@ def test_a_manifest_without_task_counts_may_have_host_only_ranks():
 
 
 def test_overlap_sorts_the_lanes_unless_they_are_stored_in_order(tmp_path):
-    """`overlap` reads stored lanes without sorting them only where the manifest says they were
-    written in order (`lanes.sorted`, schema 1.4 on) and their files are one per rank and device;
-    otherwise (lanes of schema 1.3, a device's lanes in several files) it sorts them: the same rows
-    in the same order."""
-    import json
-
-    import pyarrow.parquet as pq
-
+    """`overlap` reads stored lanes without sorting them only where their files are one per rank and
+    device, as finalisation writes them; otherwise (a device's lanes in several files) it sorts
+    them: the same rows in the same order."""
     path = prof_engine.import_trace([_synthetic_gpu(tmp_path / "t.json")], tmp_path / "run")
     with prof_engine.open(path) as r:
         expected = r.view("overlap").rows()
@@ -185,16 +175,6 @@ def test_overlap_sorts_the_lanes_unless_they_are_stored_in_order(tmp_path):
     pq.write_table(rows.slice(rows.num_rows // 2), lanes.with_name("part-0.parquet"))
     pq.write_table(rows.slice(0, rows.num_rows // 2), lanes.with_name("part-1.parquet"))
     lanes.unlink()
-    with prof_engine.open(path) as r:
-        assert r.sql("SELECT run_lanes_in_order()").rows() == [(False,)]
-        assert r.view("overlap").rows() == expected
-    # one file, in reverse order, as schema 1.3 did not promise any
-    for f in (path / "lanes").rglob("*.parquet"):
-        f.unlink()
-    pq.write_table(rows.take(list(reversed(range(rows.num_rows)))), lanes)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["derived"].remove("lanes.sorted")
-    (path / "manifest.json").write_text(json.dumps(manifest))
     with prof_engine.open(path) as r:
         assert r.sql("SELECT run_lanes_in_order()").rows() == [(False,)]
         assert r.view("overlap").rows() == expected

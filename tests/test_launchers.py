@@ -1,6 +1,6 @@
 """Device records hold their launcher's name, input shapes and types (schema 1.2): finalize copies
 them from the record at `launch_id`, so that the views of kernels by op read no host op. Runs
-written before (no `launch_name` column) give the same views, through a join."""
+written before (no `launch_name` column) are upgraded to the same records (`prof-engine upgrade`)."""
 
 from __future__ import annotations
 
@@ -79,25 +79,22 @@ def _as_older_run(src, dst):
     return dst
 
 
-@pytest.mark.parametrize("view", ["op_summary", "op_statistic", "task_time"])
-def test_older_runs_give_the_same_views_through_a_join(run_dir, tmp_path, view):
+def test_a_1_1_run_is_refused_and_upgraded_to_the_same_records(run_dir, tmp_path):
     old = _as_older_run(run_dir, tmp_path / "old")
-    with prof_engine.open(old) as run:
-        assert run.sql(KERNELS).rows()[0] == ("gemm_kernel", None, None, None)
-        older = sorted(run.view(view).rows(), key=repr)  # op_summary, task_time: no order
+    with pytest.raises(prof_engine.RunError, match=r"schema 1\.1; run `prof-engine upgrade .*old` \(or re-import"):
+        prof_engine.open(old)
+    with prof_engine.open(prof_engine.upgrade(old)) as run:
+        upgraded = run.sql(KERNELS).rows()
+        views = {v: sorted(run.view(v).rows(), key=repr) for v in ("op_summary", "op_statistic", "task_time")}
     with prof_engine.open(run_dir) as run:
-        assert sorted(run.view(view).rows(), key=repr) == older
+        assert run.sql(KERNELS).rows() == upgraded
+        assert {v: sorted(run.view(v).rows(), key=repr) for v in views} == views
 
 
-def test_only_older_runs_read_the_host_ops_to_name_a_kernels_op(run_dir, tmp_path):
-    """In a 1.2 run the launcher's side of `_task_ops`' join is empty and folded away: one scan."""
-    def scans(path):
-        with prof_engine.open(path) as run:
-            plan = run.sql("EXPLAIN SELECT * FROM _task_ops").rows()[0][1]
-        return plan.count("READ_PARQUET")
-
-    assert scans(run_dir) == 1
-    assert scans(_as_older_run(run_dir, tmp_path / "old")) == 2
+def test_a_kernels_op_is_read_without_the_host_ops(run_dir):
+    """The launcher's name is stored with each device record: one scan of slices."""
+    with prof_engine.open(run_dir) as run:
+        assert run.sql("EXPLAIN SELECT * FROM _task_ops").rows()[0][1].count("READ_PARQUET") == 1
 
 
 LAUNCHES = ('SELECT "Task Name", "OP Type", "Launch API", "Correlation", "Launch Duration(us)", "Task Duration(us)", '

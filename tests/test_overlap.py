@@ -8,7 +8,6 @@ import pytest
 import prof_engine
 from conftest import fixture_path, load_events, write_trace, x
 from prof_engine._resources import data_dir
-from prof_engine.engine.session import use_stored
 
 BASE = 1_700_000_000_000_000  # µs since the epoch
 UNION_A, UNION_B, B_NOT_A, GAPS = range(4)  # interval_lanes' lanes
@@ -402,8 +401,7 @@ def mi300x_run(tmp_path_factory):
 
 def test_overlapping_steps_free_is_device_idle(mi300x_run):
     """rccl_mi300x_resnet_3step: step 15's kernels run on after step 16's first. Free per step equals
-    the oracle's, and Σ Free is the device's idle time, 5.2 ms of its 86.6 ms (before: 35.8 ms);
-    computed from slices (a run without stored lanes) alike."""
+    the oracle's, and Σ Free is the device's idle time, 5.2 ms of its 86.6 ms (before: 35.8 ms)."""
     src, run = mi300x_run
     oracle = _kineto_free_oracle(load_events(next(src.glob("*.json.gz")))[1])
     assert oracle["idle"] == 5_203_181 and oracle["range"] == 86_567_708
@@ -414,11 +412,6 @@ def test_overlapping_steps_free_is_device_idle(mi300x_run):
     assert sum(v for _, v in stored) == pytest.approx(oracle["idle"] / 1e3)
     assert run.sql("SELECT sum(\"Duration(us)\") FROM overlap WHERE \"Type\" = 'Free'").rows()[0][0] \
         == pytest.approx(oracle["idle"] / 1e3)
-    use_stored(run.con, run_lanes_stored=False, run_overlap_stored=False)  # as for a run without either
-    try:
-        assert run.sql(query).rows() == stored
-    finally:
-        use_stored(run.con, run_lanes_stored=True, run_overlap_stored=True)
 
 
 def test_step_overlaps_and_advice_idle_share(mi300x_run):

@@ -238,6 +238,22 @@ def info(run: RunArg) -> None:
         render.table(r.info(), title=str(run))
 
 
+@app.command()
+def upgrade(
+    run: RunArg,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the upgraded run here instead of in place.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output run.")] = False,
+) -> None:
+    """Rewrite a run of an older schema (1.x) as an import of today stores it, in place (atomically).
+    Example: [bold]prof-engine upgrade run[/bold]"""
+    from prof_engine import upgrade as upgrade_run
+    from prof_engine.cli.render import err
+    from prof_engine.schema import schema_version
+
+    path = upgrade_run(run, output, force=force)
+    err.print(f"{path}: schema {schema_version()}, every derived table and column stored", highlight=False)
+
+
 from prof_engine.cli.collect import collect as _collect  # noqa: E402 - a command of its own module
 
 app.command("collect")(_collect)

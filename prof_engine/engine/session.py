@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import shutil
 import tempfile
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,8 @@ from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar, size_bytes
 from prof_engine.store.manifest import (
     cann_args,
-    derived,
+    finalised,
     host_only_ranks_possible,
-    launch_names_stored,
     quality_rules,
     run_devices,
     run_findings,
@@ -106,11 +107,6 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # macro has no deferred binding), and binding `show`'s summaries, which read most of the views,
 # took ~0.13 s of every open. `Run.summary` creates them at its first call.
 ON_DEMAND = ("_summary",)
-
-# Views of queries/ that compute what a run may store: view -> (the constant macro that says the
-# run stores it, the stored table with the view's columns); see `_attach`.
-STORED_VIEWS = {"_lane_intervals": ("run_overlap_stored", "lanes"), "_step_lanes": ("run_lanes_stored", "lane_totals")}
-STORED_VIEWS_FILE = "_overlap"  # the queries/ file that defines them
 
 # Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
 QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"
@@ -236,11 +232,11 @@ class Run:
         self.con = connect(memory_limit)
         self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
         try:
-            attach(self.con, self.path, self.manifest, self.steps, peak_tflops, views)
+            read = attach(self.con, self.path, self.manifest, self.steps, peak_tflops, views)
             if self.read_only_sql:
-                sandbox(self.con, self.path)
+                sandbox(self.con, read)
         except BaseException:
-            self.con.close()
+            self.close()
             raise
 
     def _replaced(self) -> bool:
@@ -264,6 +260,7 @@ class Run:
 
     def close(self) -> None:
         self.con.close()
+        release_snapshots(self.con)
 
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
@@ -507,7 +504,6 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     first one's types); and the views are created against the empty stand-ins, which bind at no
     cost."""
     rows = manifest.get("tables", {})
-    held = derived(manifest)
     # files written under this schema version have its columns and types (the writer casts every
     # batch to them): reading every footer to check (~0.1 s per 1,000 files) is for older runs
     current = str(manifest.get("schema_version")) == schema.schema_version()
@@ -524,7 +520,7 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
         cols = ", ".join(f'"{c}"' for c in table.column_names)
         where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
         files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
-        if f"{name}.sorted" in held:
+        if table.sort_by:
             ordered = _in_sorted_order(con, path / name, files)
             if ordered is not None:
                 files = ordered
@@ -575,17 +571,43 @@ def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None,
-           peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None) -> None:
+           peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None) -> Path:
     """Create a run's tables and the views of `queries/` in the current schema of `con`
-    (`peak_tflops`: see `Run`).
+    (`peak_tflops`: see `Run`); return the directory whose files they read.
 
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
+    A live collector run (recording, or its writer killed) lacks what needs all of a rank's
+    records; its views read a snapshot of it finalised whole (`store.upgrade.snapshot`), in a
+    private temporary directory removed with `con` (`release_snapshots`).
     """
+    if not finalised(manifest):
+        path, manifest = _snapshot(con, path, manifest)
     try:
         _attach(con, path, manifest, steps, given_peaks(peak_tflops), views)
     except duckdb.Error as e:  # reading the run's footers, within the session's memory limit
         raise query_error(e) from None
+    return path
+
+
+# Snapshots of live runs each connection reads (`attach`): removed by `release_snapshots`, or
+# when the connection is garbage-collected or the process exits.
+_SNAPSHOTS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, list[weakref.finalize]] = weakref.WeakKeyDictionary()
+
+
+def _snapshot(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict) -> tuple[Path, dict]:
+    from prof_engine.store.upgrade import snapshot
+
+    where = Path(tempfile.mkdtemp(prefix="prof-engine-snapshot-"))
+    _SNAPSHOTS.setdefault(con, []).append(weakref.finalize(con, shutil.rmtree, where, True))
+    copy = snapshot(path, manifest, where / "run")
+    return copy, read_manifest(copy)
+
+
+def release_snapshots(con: duckdb.DuckDBPyConnection) -> None:
+    """Remove the snapshots of live runs that `con` read (once it is closed)."""
+    for remove in _SNAPSHOTS.pop(con, []):
+        remove()
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
@@ -593,22 +615,13 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
     final, in_order = _register_tables(con, path, manifest, steps)
     _create_table(con, "_run_peaks", schema.tables()["run_peaks"], list(peaks.items()))
     con.execute("CREATE VIEW run_peaks AS SELECT * FROM _run_peaks")
-    # Constants from the manifest, which DuckDB folds into the views' plans:
-    held = derived(manifest)
+    # Constants from the manifest and the files, which DuckDB folds into the views' plans:
     for macro, value in {
         # where no source writes CANN's keys, the args of API calls and tasks (most of the bytes
         # of 10 M records) are not read at all (`api_level`, `_operator_calls`)
         "run_cann_args": cann_args(manifest),
-        # device records name their launcher (schema 1.2 on): no join to the host ops
-        "run_launch_names": launch_names_stored(manifest),
-        # the step lanes and stream waits are stored where every rank was finalised whole
-        "run_lanes_stored": "lane_totals" in held,
-        "run_overlap_stored": "lanes" in held,
-        # ... and read in overlap's order, which then sorts nothing
+        # the lanes' files are read in overlap's order, which then sorts nothing
         "run_lanes_in_order": "lanes" in in_order,
-        "run_waits_stored": "slices.wait" in held,
-        # ... and each task's launching API call (schema 1.6 on): no join of the tasks to the calls
-        "run_launch_apis_stored": {"slices.launch_api", "slices.launch_api_ts", "slices.launch_api_dur"} <= held,
         # whether a rank may fall back to host ops: if none, those branches never scan them
         "run_host_only_ranks": host_only_ranks_possible(manifest),
     }.items():
@@ -617,7 +630,6 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
     for view in definitions().values():
         if view.name not in ON_DEMAND and (needed is None or view.name in needed):
             _create(con, view)
-    _read_stored(con)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
         con.execute(f"COMMENT ON VIEW {name} IS {literal(schema.stored_tables()[name].description)}")
@@ -632,25 +644,6 @@ def _closure(names: Sequence[str]) -> set[str]:
             seen.add(name)
             todo.extend(defs[name].requires)
     return seen
-
-
-def _read_stored(con: duckdb.DuckDBPyConnection) -> None:
-    """Where the run stores what a view of STORED_VIEWS computes, make the view read the stored
-    table alone: DuckDB folds the computed branch away only after binding it, and binding the
-    lanes' (device_free's) took ~60 ms at every reference, 0.4 s of an `advice` query."""
-    for name, (stored, table) in STORED_VIEWS.items():
-        if con.execute(f"SELECT {stored}()").fetchall()[0][0]:
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {table}")
-
-
-def use_stored(con: duckdb.DuckDBPyConnection, **stored: bool) -> None:
-    """Set the constants that say what the run stores (`run_overlap_stored=False`, ...) and make
-    the views follow them, as opening a run does from its manifest: with False, the views compute
-    what the run stores (a check that both give the same rows)."""
-    for macro, value in stored.items():
-        con.execute(f"CREATE OR REPLACE MACRO {macro}() AS {str(bool(value)).lower()}")
-    _create(con, definitions()[STORED_VIEWS_FILE])
-    _read_stored(con)
 
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,

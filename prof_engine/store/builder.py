@@ -505,11 +505,12 @@ class RunBuilder:
 
     def finalize(self, units: list[tuple[SourceFile, Finalized]], source_format: str,
                  metadata: dict[str, Any] | None = None, skipped: list[dict[str, str]] | None = None,
-                 findings: list[dict[str, Any]] | None = None) -> Path:
+                 findings: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> Path:
         """Move the finalised units' files into the run, write the manifest, publish the run.
 
         `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`.
-        `findings`: what the import guessed about the run as a whole (`store.quality`)."""
+        `findings`: what the import guessed about the run as a whole (`store.quality`). `extra`:
+        more manifest fields (an upgraded collector run's `state`)."""
         totals = Totals()
         for source, done in units:
             merge_tree(self.unit_dir(source.index) / "out", self.tmp)
@@ -529,6 +530,7 @@ class RunBuilder:
             "findings": findings or [],
             "derived": schema.derived(),
             **totals.manifest_fields(),
+            **(extra or {}),
         }
         write_text(self.tmp / MANIFEST, json.dumps(manifest, indent=1, default=str))
         restrict_tree(self.tmp)

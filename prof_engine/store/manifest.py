@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from prof_engine import schema
 from prof_engine.errors import RunError
 from prof_engine.schema import schema_version
 
 MANIFEST = "manifest.json"
 
 
-def read_manifest(run: Path) -> dict[str, Any]:
-    """The manifest of run directory `run`, checked for a schema version this build reads.
-
-    A run the collector is still writing (or was killed while writing) has its summary (rows,
-    devices, steps, span) recomputed from its partition files, which may be ahead of the file."""
+def load_manifest(run: Path) -> dict[str, Any]:
+    """The manifest of run directory `run` as written, of any schema version (`upgrade` reads
+    older runs' through this; everything else through `read_manifest`)."""
     path = run / MANIFEST
     if not run.is_dir():
         raise RunError(f"{run}: no such run directory (create one with `prof-engine import TRACE -o {run}`)")
@@ -26,15 +25,30 @@ def read_manifest(run: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise RunError(f"{path}: corrupt manifest ({e})") from None
+    if not isinstance(manifest, dict):
+        raise RunError(f"{path}: corrupt manifest (not a JSON object)")
+    return manifest
+
+
+def read_manifest(run: Path) -> dict[str, Any]:
+    """The manifest of run directory `run`, checked for a schema version this build reads.
+
+    A run the collector is still writing (or was killed while writing) has its summary (rows,
+    devices, steps, span) recomputed from its partition files, which may be ahead of the file."""
+    manifest = load_manifest(run)
     version = str(manifest.get("schema_version", ""))
-    if version.split(".")[0] != schema_version().split(".")[0]:
+    major = version.split(".")[0]
+    if major == "1":  # runs without every derived column: re-finalised once, not computed by every view
+        raise RunError(f"{run}: schema {version}; run `prof-engine upgrade {run}` (or re-import the source)")
+    if major != schema_version().split(".")[0]:
         raise RunError(
             f"{run}: schema version {version or '?'} is not readable by this prof-engine "
             f"(reads {schema_version()}); re-import the source"
         )
     # Written live and not closed cleanly (its program runs on, or it or its writer was killed):
     # the partition files, published one by one, are the truth; the manifest may lag behind them.
-    if manifest.get("state") in ("recording", "interrupted"):
+    # (Once finalised whole, by its close or an upgrade, its manifest sums up every file.)
+    if manifest.get("state") in ("recording", "interrupted") and not finalised(manifest):
         from prof_engine.store.live import refresh
 
         manifest = refresh(run, manifest)
@@ -132,13 +146,6 @@ def cann_args(manifest: dict[str, Any]) -> bool:
     return not formats or not formats <= _FORMATS_WITHOUT_CANN_ARGS
 
 
-def launch_names_stored(manifest: dict[str, Any]) -> bool:
-    """Whether the run's device records hold their launcher's name, shapes and types (schema 1.2
-    on; `slices.launch_name`), so that views need not join them to their launching host ops."""
-    major, _, minor = str(manifest.get("schema_version", "")).partition(".")
-    return (int(major or 0), int(minor or 0)) >= (1, 2)
-
-
 def host_only_ranks_possible(manifest: dict[str, Any]) -> bool:
     """Whether a rank of the run may have recorded no device task (kernel, comm, memcpy, memset),
     so that its reports fall back to its host ops. False only where the manifest counts each
@@ -150,7 +157,8 @@ def host_only_ranks_possible(manifest: dict[str, Any]) -> bool:
     return any(r not in with_tasks for r in manifest.get("ranks") or ())
 
 
-def derived(manifest: dict[str, Any]) -> set[str]:
-    """What the run holds of `schema.derived()` (tables, and columns as `table.column`): every
-    rank's records were finalised together. Live collector runs, finalised batch by batch, hold none."""
-    return set(manifest.get("derived") or ())
+def finalised(manifest: dict[str, Any]) -> bool:
+    """Whether the run holds every derived table and column of `schema.derived()` (an import, an
+    upgrade, a closed collector run). A live collector run, finalised batch by batch, does not:
+    it is opened through a snapshot finalised whole (`store.upgrade.snapshot`)."""
+    return set(schema.derived()) <= set(manifest.get("derived") or ())
