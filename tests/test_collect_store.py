@@ -47,11 +47,11 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
     live = LiveRun(tmp_path / "run", sources=source(), source_format="collector", manifest_interval_s=0)
     for index, steps in ((2, [0]), (3, [1, 2])):
         live.publish(*stage(live, index, steps))
-    live.close({"k": "v"})
     files = sorted((tmp_path / "run").rglob("*.parquet"))
     assert {p.relative_to(tmp_path / "run").parent.as_posix() for p in files} == {"slices/device=host"}
     # a file per published batch, each holding its batch's whole steps
     assert sorted(sorted(set(pq.read_table(f, columns=["step"]).column(0).to_pylist())) for f in files) == [[0], [1, 2]]
+    live.close({"k": "v"})
     assert not (tmp_path / "run" / ".pending").exists()
     with prof_engine.open(tmp_path / "run") as run:
         assert run.sql("select count(*), count(distinct id) from slices").rows() == [(9, 9)]
@@ -59,8 +59,9 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
             (0, 2), (1, 2), (2, 2)]
         assert run.manifest["state"] == "complete" and run.manifest["metadata"] == {"k": "v"}
         assert run.manifest["tables"]["slices"] == 9
-        # a step's records may span batches: no stored lanes, step_trace computes them from slices
-        assert "derived" not in run.manifest and run.manifest["tables"]["lane_totals"] == 0
+        # closed, the run is finalised whole as an import is: every derived table and column stored
+        assert run.manifest["schema_version"] == schema.schema_version()
+        assert run.manifest["derived"] == schema.derived() and run.manifest["tables"]["lane_totals"] == 3
         assert [r[:3] for r in run.view("step_trace").rows()] == [(0, "host", 0), (0, "host", 1), (0, "host", 2)]
 
 
@@ -105,9 +106,11 @@ def test_live_files_are_owner_writable_only(tmp_path):
         assert not p.stat().st_mode & 0o022, p
 
 
-def test_live_runs_store_no_stream_waits_and_views_compute_them(tmp_path):
+@pytest.mark.parametrize("closed", [False, True])
+def test_stream_waits_span_batches(tmp_path, closed):
     """A stream's tasks may span batches, so a batch cannot know a task's wait: it is stored NULL
-    and op_summary computes it over the run (here across the two batches)."""
+    in the batch's files. A run still recording opens through a snapshot finalised whole, and a
+    closed run is finalised whole: op_summary has the waits across the two batches either way."""
     live = LiveRun(tmp_path / "run", sources=source(), source_format="collector", manifest_interval_s=0)
     table = schema.tables()["slices"]
     for index, kernels in ((2, [(1_000, 500), (2_000, 500)]), (3, [(4_000, 500)])):
@@ -122,8 +125,29 @@ def test_live_runs_store_no_stream_waits_and_views_compute_them(tmp_path):
         sink("slices", pa.RecordBatch.from_pydict(rows, schema=table.arrow_schema))
         sink.close()
         live.publish(staging, [(index, 0, 0)])
-    live.close()
+    batch_waits = pa.concat_tables([pq.read_table(f, columns=["wait"]) for f in (tmp_path / "run" / "slices").rglob("*.parquet")])
+    assert batch_waits.column(0).null_count == 3
+    if closed:
+        live.close()
     with prof_engine.open(tmp_path / "run") as run:
-        assert run.sql("SELECT count(wait) FROM slices").rows() == [(0,)]
+        assert run.manifest["state"] == ("complete" if closed else "recording")
+        assert run.sql("SELECT count(wait) FROM slices").rows() == [(3,)]
         waits = run.sql('SELECT "Task Wait Time(us)" FROM op_summary ORDER BY "Task Start Time(us)"').rows()
         assert waits == [(0.0,), (0.5,), (1.5,)]
+
+
+def test_a_recording_run_is_read_through_a_snapshot_removed_at_close(tmp_path, monkeypatch):
+    """Opening a run still recording changes nothing in it: its snapshot, finalised whole, lives in
+    a private temporary directory, gone once the run is closed; a query with --safe reads it."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    live = LiveRun(tmp_path / "run", sources=source(), source_format="collector", manifest_interval_s=0)
+    live.publish(*stage(live, 2, [0, 1]))
+    before = sorted(p.relative_to(tmp_path / "run") for p in (tmp_path / "run").rglob("*"))
+    with prof_engine.open(tmp_path / "run", read_only_sql=True) as run:
+        assert [p.name.startswith("prof-engine-snapshot-") for p in (tmp_path / "tmp").iterdir()] == [True]
+        assert run.sql("SELECT count(*) FROM lane_totals").rows() == [(2,)]
+    assert not any(p.name.startswith("prof-engine-snapshot-") for p in (tmp_path / "tmp").iterdir())
+    assert sorted(p.relative_to(tmp_path / "run") for p in (tmp_path / "run").rglob("*")) == before

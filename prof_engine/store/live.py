@@ -7,7 +7,9 @@ result as partition files into a hidden `.pending/<batch>/` directory inside the
 each finished file into its partition directory. A rename is atomic, so a reader sees a whole
 Parquet file or none; `slices` files are renamed last, so once a batch's steps are visible its
 other tables are too. The manifest is rewritten atomically after a batch (at most once per
-`manifest_interval_s`) and at `close()`, which marks the run `complete`.
+`manifest_interval_s`) and at `close()`, which marks the run `complete` and finalises it whole,
+in place, as an import would have (`upgrade.rebuild`: schema 2.0, every derived column). A run
+still recording, or whose writer was killed, opens through such a snapshot (`session.attach`).
 
 After a kill -9 the manifest may lag the files. `refresh()` recomputes what the manifest
 summarises (rows, devices, steps, time span) from the partition files, and `read_manifest`
@@ -151,7 +153,12 @@ class LiveRun:
             self._write_manifest()
 
     def close(self, metadata: dict[str, Any] | None = None) -> Path:
-        """Mark the run complete (final manifest) and remove the pending directory."""
+        """Mark the run complete (final manifest), remove the pending directory, and finalise the
+        run whole in place (`upgrade.rebuild`): a batch cannot know what needs all of a rank's
+        records (the lanes, stream waits, launching calls), so a closed run holds them as an
+        import does. Until that is swapped in, readers open a snapshot finalised alike."""
+        from prof_engine.store.upgrade import rebuild
+
         if metadata:
             self.manifest["metadata"].update(metadata)
         self.manifest["state"] = COMPLETE
@@ -160,7 +167,7 @@ class LiveRun:
             self._con.close()
             self._con = None
         shutil.rmtree(self.out / PENDING, ignore_errors=True)
-        return self.out
+        return rebuild(self.out, self.manifest, self.out, force=True)
 
 
 def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
