@@ -14,17 +14,19 @@
  * is not nesting, and a zero-length record holds nothing. A pass costs O(n) and holds only the
  * stack.
  *
- * Plain C99, no Python API: loaded with ctypes, which releases the GIL during each call.
+ * Plain C99, no Python API: module.c wraps it for Python, and calls it without the GIL.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "native.h"
+
 typedef struct {
     int64_t end, id;
 } open_record;
 
-typedef struct {
+struct host_pass {
     int64_t n_steps;    /* the steps, sorted by (rank, start) */
     int64_t *step_rank, *step_start, *step_end, *step_id;
     uint8_t *step_known; /* 0: a step record without a step number (NULL) */
@@ -33,7 +35,7 @@ typedef struct {
     int64_t rank_begin, rank_end; /* the lane's rank's steps: [rank_begin, rank_end) */
     open_record *stack; /* the lane's records that may still hold the next one, outermost first */
     int64_t stack_n, stack_cap;
-} host_pass;
+};
 
 static int64_t *copy64(const int64_t *src, int64_t n) {
     int64_t *p = malloc((size_t)(n ? n : 1) * sizeof(int64_t));

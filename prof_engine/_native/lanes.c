@@ -10,12 +10,14 @@
  * cover; 3, the gaps of all of them within the key's span (from its first start to its last end,
  * empty intervals included). Unions merge overlapping, nested and touching intervals.
  *
- * Plain C99, no Python API: loaded with ctypes, which releases the GIL during each call.
+ * Plain C99, no Python API: module.c wraps it for Python, and calls it without the GIL.
  */
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef struct {
+#include "native.h"
+
+struct lanes_state {
     int32_t started;   /* a key is open */
     int64_t key;
     int32_t has_a, has_b, has_all; /* reaches known: the running maximum of the ends of the key's */
@@ -27,7 +29,7 @@ typedef struct {
     int64_t span_s, span_e, first_s, last_s;
     int32_t has_piece;             /* lane 2: the piece being merged */
     int64_t piece_s, piece_e;
-} lanes_state;
+};
 
 typedef struct {
     int64_t *key, *s, *e;

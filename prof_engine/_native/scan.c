@@ -11,12 +11,14 @@
  * validity), with string quotes removed, and flags the values that need Python's eye (strings
  * with escapes, literals, objects and arrays, non-integer numbers: see MODE_*).
  *
- * Plain C99, no Python API: it is loaded with ctypes, which releases the GIL during each call.
+ * Plain C99, no Python API: module.c wraps it for Python, and calls it without the GIL.
  */
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_KEYS 64
+#include "native.h"
+
+#define MAX_KEYS PE_MAX_KEYS
 #define MAX_DEPTH 512
 
 enum { NEED_MORE = -1, BAD = -2 };
@@ -26,14 +28,6 @@ typedef struct {
     int64_t len;
     int64_t err; /* offset of the first byte that is not valid JSON */
 } parser;
-
-typedef struct {
-    int64_t consumed;  /* bytes of the buffer fully handled (events and their separators) */
-    int64_t n;         /* events recorded */
-    int64_t err_pos;   /* status BAD: offset of the offending byte */
-    int32_t status;    /* 0: more input needed (or cap reached), 1: the array's ']' was reached, -2: bad JSON */
-    int32_t after_event; /* 1 if `consumed` ends right after an event (a ',' or ']' must come next) */
-} scan_result;
 
 static inline int64_t skip_ws(const char *b, int64_t i, int64_t len) {
     while (i < len) {

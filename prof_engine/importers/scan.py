@@ -13,7 +13,6 @@ Memory: one read chunk plus the span tables (fixed size, reused) plus the column
 
 from __future__ import annotations
 
-import ctypes
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from prof_engine._native import ScanResult, load
+from prof_engine._native import load
 from prof_engine.importers.columns import _int
 from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event
 from prof_engine.importers.units import us_array_to_ns
@@ -52,26 +51,25 @@ def _text_of(v: Any) -> str | None:
 
 
 class _Spans:
-    """Where each wanted key's value lies in each event of one scan call (see scan.c)."""
+    """Where each wanted key's value lies in each event of one scan call (see scan.c): per key, CAP
+    int64 starts and int32 lengths; per event, its own start and length."""
 
     def __init__(self) -> None:
         n_slots = len(TOP_KEYS) + len(ARGS_KEYS)
-        self.starts = (ctypes.c_int64 * (n_slots * CAP))()
-        self.lens = (ctypes.c_int32 * (n_slots * CAP))()
-        self.ev_starts = (ctypes.c_int64 * CAP)()
-        self.ev_lens = (ctypes.c_int32 * CAP)()
+        self.starts = memoryview(bytearray(8 * n_slots * CAP)).cast("q")
+        self.lens = memoryview(bytearray(4 * n_slots * CAP)).cast("i")
+        self.ev_starts = memoryview(bytearray(8 * CAP)).cast("q")
+        self.ev_lens = memoryview(bytearray(4 * CAP)).cast("i")
 
 
 class _Buffer:
-    """A read buffer the scanner reuses: the file's text in `view[:used]`, at `address` for the C
-    calls. Reading into a few such buffers instead of joining each read to the rest of the last
-    (new bytes objects of ~8 MB each, faulted in page by page) took the scanner's thread ~0.06 s
-    less at 329 MB of JSON (0.85 → 0.79 s)."""
+    """A read buffer the scanner reuses: the file's text in `view[:used]` (the view also keeps
+    `data` from being resized while C reads it). Reading into a few such buffers instead of
+    joining each read to the rest of the last (new bytes objects of ~8 MB each, faulted in page by
+    page) took the scanner's thread ~0.06 s less at 329 MB of JSON (0.85 → 0.79 s)."""
 
     def __init__(self, size: int) -> None:
         self.data = bytearray(size)
-        self._c = (ctypes.c_char * size).from_buffer(self.data)  # also pins `data`: never resized
-        self.address = ctypes.addressof(self._c)
         self.view = memoryview(self.data)
         self.used = 0
         self.last = -_POOL  # the last chunk scanned from it
@@ -92,32 +90,33 @@ class Chunk:
         """Values of `key` (a top-level key or an `args` key) as a string array (TEXT, or RAW: JSON
         text) or an int64 array (INT, or US: µs as ns, as `units.us_text_to_ns` gives them); for
         all events or the given `rows` (int64 indices)."""
-        s, lib = self._spans, self._s.lib
+        from prof_engine._native import _ext
+
+        s, text = self._spans, self.buf.data
         slot = _SLOT[key]
-        starts = ctypes.addressof(s.starts) + slot * CAP * 8
-        lens = ctypes.addressof(s.lens) + slot * CAP * 4
+        starts, lens = s.starts[slot * CAP:(slot + 1) * CAP], s.lens[slot * CAP:(slot + 1) * CAP]
+        rows_data = None
         if rows is not None:
             rows = rows if rows.type == pa.int64() else rows.cast(pa.int64())  # (callers cast once per chunk)
-            n, rows_ptr = len(rows), rows.buffers()[1].address + rows.offset * 8
+            n = len(rows)
+            if n:
+                rows_data = rows.buffers()[1].slice(rows.offset * 8, n * 8)
         else:
-            n, rows_ptr = self.n, None
+            n = self.n
         if mode in (INT, US):  # parsed in C; the values it leaves (quoted, exponents, ...) below
             values, validity = pa.allocate_buffer(max(8 * n, 1)), pa.allocate_buffer((n + 7) // 8)
-            nulls = ctypes.c_int64(0)
-            if not lib.pe_gather_i64(self.buf.address, starts, lens, rows_ptr, n, int(mode == US), values.address,
-                                     validity.address, ctypes.byref(nulls)):
-                return pa.Array.from_buffers(pa.int64(), n, [validity, values], null_count=nulls.value)
+            n_other, nulls = _ext.gather_i64(text, starts, lens, rows_data, n, int(mode == US), values, validity)
+            if not n_other:
+                return pa.Array.from_buffers(pa.int64(), n, [validity, values], null_count=nulls)
             if mode == US:
                 return us_array_to_ns(self.column(key, RAW, rows))
-        size = lib.pe_gather(self.buf.address, starts, lens, rows_ptr, n, mode, None, None, None, None, None)
+        size = _ext.gather_size(text, starts, lens, rows_data, n)
         data = pa.allocate_buffer(max(size, 1))
         offsets = pa.allocate_buffer(4 * (n + 1))
         validity = pa.allocate_buffer((n + 7) // 8)
         special = pa.allocate_buffer(max(n, 1))
-        nulls = ctypes.c_int64(0)
-        n_special = lib.pe_gather(self.buf.address, starts, lens, rows_ptr, n, mode, data.address, offsets.address,
-                                  validity.address, special.address, ctypes.byref(nulls))
-        arr = pa.Array.from_buffers(pa.string(), n, [validity, offsets, data], null_count=nulls.value)
+        n_special, nulls = _ext.gather(text, starts, lens, rows_data, n, mode, data, offsets, validity, special)
+        arr = pa.Array.from_buffers(pa.string(), n, [validity, offsets, data], null_count=nulls)
         if mode == INT:
             return self._ints(arr, special, n_special)
         if n_special:
@@ -179,10 +178,8 @@ class Scanner:
     """Streams a Chrome trace file as `Chunk`s; header/trailer keys and errors as ChromeTraceReader."""
 
     def __init__(self, reader: ChromeTraceReader) -> None:
-        lib = load()
-        if lib is None:
+        if load() is None:
             raise RuntimeError("native scanner unavailable")
-        self.lib = lib
         self.reader = reader
         self._pool = [_Spans() for _ in range(_POOL)]
 
@@ -232,6 +229,8 @@ class Scanner:
         return self.reader.stream(self._chunks)
 
     def _chunks(self, f) -> Iterator[Chunk]:
+        from prof_engine._native import _ext
+
         r = self.reader
         first = r._open_array(f)
         buffers: list[_Buffer] = []
@@ -251,28 +250,27 @@ class Scanner:
         buf.view[:len(first)] = first
         buf.used = len(first)
         del first
-        res = ScanResult()
         pos, after, seen = 0, 0, 0
         while True:
             spans = self._pool[calls % _POOL]  # the next table only once a chunk used this one
-            self.lib.pe_scan(buf.address, pos, buf.used, after, CAP, _TOP_NAMES, len(TOP_KEYS), _ARGS_NAMES,
-                             len(ARGS_KEYS), spans.starts, spans.lens, spans.ev_starts, spans.ev_lens, ctypes.byref(res))
-            if res.status == -2:
-                where = r.bytes_read - buf.used + res.err_pos
-                what = ("text that is not UTF-8" if res.err_pos < buf.used and buf.data[res.err_pos] >= 0x80
+            consumed, n, err_pos, status, after = _ext.scan(buf.data, pos, buf.used, after, CAP, _TOP_NAMES, _ARGS_NAMES,
+                                                            spans.starts, spans.lens, spans.ev_starts, spans.ev_lens)
+            if status == -2:
+                where = r.bytes_read - buf.used + err_pos
+                what = ("text that is not UTF-8" if err_pos < buf.used and buf.data[err_pos] >= 0x80
                         else "corrupt JSON")
-                raise r._fail(f"{what} at byte {where} (in event #{seen + res.n}): "
-                              f"{bytes(buf.view[max(res.err_pos - 20, 0): min(res.err_pos + 20, buf.used)])!r}")
-            if res.n:
-                yield Chunk(self, spans, buf, res.n, seen)
+                raise r._fail(f"{what} at byte {where} (in event #{seen + n}): "
+                              f"{bytes(buf.view[max(err_pos - 20, 0): min(err_pos + 20, buf.used)])!r}")
+            if n:
+                yield Chunk(self, spans, buf, n, seen)
                 buf.last = calls
                 calls += 1
-                seen += res.n
-            pos, after = res.consumed, res.after_event
-            if res.status == 1:
+                seen += n
+            pos = consumed
+            if status == 1:
                 self._trailer(f, bytes(buf.view[pos:buf.used]), seen)
                 return
-            if res.n == CAP:
+            if n == CAP:
                 continue
             rest = buf.used - pos  # an event cut by the end of the read: the next buffer starts with it
             nxt = buffer(rest + r.chunk_bytes)

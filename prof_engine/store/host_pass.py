@@ -20,7 +20,6 @@ itself, an ASOF join of the records with the steps and a join of the two) took ~
 from __future__ import annotations
 
 import bisect
-import ctypes
 from pathlib import Path
 
 import duckdb
@@ -55,8 +54,7 @@ def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     pass does not see (device and point records), without an ASOF join's sort of them."""
     steps = con.sql(STEPS).to_arrow_table()
     steps = [_int64(steps.column(i).combine_chunks()) for i in range(4)] + [steps.column(4).combine_chunks()]
-    lib = load()
-    state = _PythonPass(*steps) if lib is None else _NativePass(lib, *steps)
+    state = _PythonPass(*steps) if load() is None else _NativePass(*steps)
     _create_step_at(con, state)
     writer = None
     lanes = _Lanes()
@@ -139,47 +137,46 @@ def _int64(column: pa.Array) -> pa.Array:
     return column.cast(pa.int64()) if column.type != pa.int64() else column
 
 
-def _address(column: pa.Array, width: int = 8) -> int:
-    """The address of a non-null array's first value (the pass's inputs have no NULLs)."""
+def _values(column: pa.Array, width: int = 8) -> pa.Buffer | bytes:
+    """The values of a non-null array of `width`-byte items, for the native pass (the pass's inputs
+    have no NULLs)."""
     if column.null_count:
         raise ValueError("host pass: NULL in a sorted key")
-    return column.buffers()[1].address + column.offset * width
+    data = column.buffers()[1]
+    return b"" if data is None else data.slice(column.offset * width, len(column) * width)
 
 
 class _NativePass:
-    def __init__(self, lib: ctypes.CDLL, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array,
-                 known: pa.Array) -> None:
-        self.lib = lib
-        n = len(rank)
-        self.state = lib.pe_host_new(n, *((_address(a) if n else None) for a in (rank, start, end, step)),
-                                     _address(known, 1) if n else None)
-        if not self.state:
-            raise MemoryError("host pass: out of memory")
+    """The pass in C (`host_pass.c`); its state is freed with this object, once the connection's
+    `step_at` is gone too."""
+
+    def __init__(self, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array, known: pa.Array) -> None:
+        from prof_engine._native import _ext
+
+        self.state = _ext.host_new(len(rank), _values(rank), _values(start), _values(end), _values(step),
+                                   _values(known, 1))
 
     def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:
+        from prof_engine._native import _ext
+
         n = len(rank)
         step, valid = pa.allocate_buffer(8 * n), pa.allocate_buffer((n + 7) // 8)
-        self.lib.pe_step_at(self.state, n, _address(rank), _address(ts), step.address, valid.address)
+        _ext.step_at(self.state, n, _values(rank), _values(ts), step, valid)
         return pa.Array.from_buffers(pa.int64(), n, [valid, step])
 
     def run(self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array,
             nests: pa.Array) -> list[pa.Array]:
+        from prof_engine._native import _ext
+
         n = len(ids)
         bits = (n + 7) // 8
         step, depth, parent = pa.allocate_buffer(8 * n), pa.allocate_buffer(4 * n), pa.allocate_buffer(8 * n)
         step_valid, depth_valid, parent_valid = (pa.allocate_buffer(bits) for _ in range(3))
-        if self.lib.pe_host_pass(self.state, n, _address(lane), _address(rank), _address(ts), _address(dur),
-                                 _address(ids), _address(nests, 1), step.address, step_valid.address,
-                                 depth.address, depth_valid.address, parent.address, parent_valid.address):
-            raise MemoryError("host pass: out of memory")
+        _ext.host_pass(self.state, n, _values(lane), _values(rank), _values(ts), _values(dur), _values(ids),
+                       _values(nests, 1), step, step_valid, depth, depth_valid, parent, parent_valid)
         return [pa.Array.from_buffers(pa.int64(), n, [step_valid, step]),
                 pa.Array.from_buffers(pa.int32(), n, [depth_valid, depth]),
                 pa.Array.from_buffers(pa.int64(), n, [parent_valid, parent])]
-
-    def __del__(self) -> None:  # once the connection's `step_at` is gone too
-        state, self.state = getattr(self, "state", None), None
-        if state:
-            self.lib.pe_host_free(state)
 
 
 _INT64_MAX = (1 << 63) - 1  # where a record that would end past the clock's end ends, as in C
@@ -187,7 +184,7 @@ _NO_STEPS: tuple[list[int], list[int], list[int | None]] = ([], [], [])
 
 
 class _PythonPass:
-    """`host_pass.c` in Python, for machines without a C compiler."""
+    """`host_pass.c` in Python, for installs without the native helpers: the same algorithm."""
 
     def __init__(self, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array, known: pa.Array) -> None:
         # rank -> starts, ends, steps (None: a step record without a step number)

@@ -8,12 +8,11 @@ reaches. The lanes go to a Parquet file beside the staged records, which the vie
 reads (as the host pass does with `_host`). It is the algorithm of `interval_lanes`
 (queries/_intervals.sql), which the views run for runs that do not store lanes: its windows run
 on one thread, and at 329 MB of Kineto JSON (120 k kernels) the macro took ~0.25 s, the pass
-~0.05 s. Without the native library, the macro makes `_lanes` (the same rows).
+~0.05 s. Without the native helpers, the macro makes `_lanes` (the same rows).
 """
 
 from __future__ import annotations
 
-import ctypes
 from functools import cache
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pyarrow.parquet as pq
 
 from prof_engine._native import load
 from prof_engine._sql import literal
-from prof_engine.store.host_pass import BATCH_ROWS, FILE_OPTIONS, _address, _int64, _Lanes
+from prof_engine.store.host_pass import BATCH_ROWS, FILE_OPTIONS, _int64, _Lanes, _values
 
 KEY = ("rank", "device", "step")
 SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
@@ -40,13 +39,10 @@ BY_MACRO = ("CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes(
 def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Create `_lanes` on `con` from `_lane_activity`: by the native pass into the Parquet file
     `path` and a view over it, else by the SQL macro (a table)."""
-    lib = load()
-    if lib is None:
+    if load() is None:
         con.execute(BY_MACRO)
         return
-    state = lib.pe_lanes_new()
-    if not state:
-        raise MemoryError("lane pass: out of memory")
+    lanes = _NativeLanes()
     keys = _Keys()
     writer = pq.ParquetWriter(path, SCHEMA, **FILE_OPTIONS)
     try:
@@ -55,11 +51,10 @@ def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
                 number = keys.of(batch)
                 b = batch.column("b").cast(pa.uint8())
                 s, e = _int64(batch.column("s")), _int64(batch.column("e"))
-                _write(writer, keys, *_run(lib, state, batch.num_rows, number, b, s, e))
-        _write(writer, keys, *_run(lib, state, 0, None, None, None, None))
+                _write(writer, keys, lanes.run(number, b, s, e))
+        _write(writer, keys, lanes.finish())
     finally:
         writer.close()
-        lib.pe_lanes_free(state)
     con.execute(f"CREATE OR REPLACE TEMP VIEW _lanes AS SELECT * FROM read_parquet({literal(path)})")
 
 
@@ -88,31 +83,49 @@ class _Keys:
         return [self._all.column(k).chunk(0).take(at) for k in KEY]
 
 
-def _run(lib: ctypes.CDLL, state: int, n: int, number, b, s, e) -> tuple[int, pa.Buffer, pa.Buffer, pa.Buffer, pa.Buffer]:
-    """The pass over n rows (n = 0: the last key's end): (rows out, key, lane, s, e buffers)."""
-    room = 6 * n + 6
-    out = [pa.allocate_buffer(8 * room), pa.allocate_buffer(room), pa.allocate_buffer(8 * room),
-           pa.allocate_buffer(8 * room)]
-    addresses = [o.address for o in out]
-    if n:
-        got = lib.pe_lanes(state, n, _address(number), _address(b, 1), _address(s), _address(e), *addresses)
-    else:
-        got = lib.pe_lanes_finish(state, *addresses)
-    if got < 0:
-        raise RuntimeError("lane pass: activity out of order")
-    return (got, *out)
+# A pass's output: the key numbers, lane numbers (0 to 3, `TYPES`), starts and ends of its rows.
+Rows = tuple[pa.Array, pa.Array, pa.Array, pa.Array]
 
 
-def _write(writer: pq.ParquetWriter, keys: _Keys, n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer,
-           e: pa.Buffer) -> None:
-    if not n:
+class _NativeLanes:
+    """The pass in C (`lanes.c`)."""
+
+    def __init__(self) -> None:
+        from prof_engine._native import _ext
+
+        self.state = _ext.lanes_new()
+
+    def run(self, key: pa.Array, b: pa.Array, s: pa.Array, e: pa.Array) -> Rows:
+        from prof_engine._native import _ext
+
+        n = len(key)
+        out = _outputs(6 * n + 6)  # a key's first row gives none, each later one at most 3, its end at most 6
+        return _rows(_ext.lanes(self.state, n, _values(key), _values(b, 1), _values(s), _values(e), *out), *out)
+
+    def finish(self) -> Rows:
+        from prof_engine._native import _ext
+
+        out = _outputs(6)
+        return _rows(_ext.lanes_finish(self.state, *out), *out)
+
+
+def _outputs(room: int) -> list[pa.Buffer]:
+    return [pa.allocate_buffer(8 * room), pa.allocate_buffer(room), pa.allocate_buffer(8 * room),
+            pa.allocate_buffer(8 * room)]
+
+
+def _rows(n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer, e: pa.Buffer) -> Rows:
+    return (pa.Array.from_buffers(pa.int64(), n, [None, key]), pa.Array.from_buffers(pa.int8(), n, [None, lane]),
+            pa.Array.from_buffers(pa.int64(), n, [None, s]), pa.Array.from_buffers(pa.int64(), n, [None, e]))
+
+
+def _write(writer: pq.ParquetWriter, keys: _Keys, rows: Rows) -> None:
+    numbers, lane, ts, end = rows
+    if not len(numbers):
         return
-    numbers = pa.Array.from_buffers(pa.int64(), n, [None, key])
-    ts, end = pa.Array.from_buffers(pa.int64(), n, [None, s]), pa.Array.from_buffers(pa.int64(), n, [None, e])
     rank, device, step = keys.values(numbers)
-    writer.write_batch(pa.RecordBatch.from_arrays(
-        [rank, device, step, _types().take(pa.Array.from_buffers(pa.int8(), n, [None, lane])), ts, pc.subtract(end, ts)],
-        schema=SCHEMA))
+    writer.write_batch(pa.RecordBatch.from_arrays([rank, device, step, _types().take(lane), ts, pc.subtract(end, ts)],
+                                                  schema=SCHEMA))
 
 
 @cache
