@@ -65,6 +65,8 @@ def test_every_command_refuses_a_1x_run_in_one_line(fresh, tmp_path, args):
 
 def test_upgrade_to_another_path_then_in_place(fresh, tmp_path):
     old = _with_version(fresh, tmp_path / "old", "1.6")
+    (old / "traces").mkdir()  # what else the run holds (the collector's kept traces) goes with it
+    (old / "traces" / "t.json").write_text("{}")
     proc = ok(cli(tmp_path, "upgrade", "old", "-o", "new"))
     assert proc.stderr.startswith(f"{tmp_path / 'new'}: schema {schema.schema_version()}")
     assert json.loads((old / "manifest.json").read_text())["schema_version"] == "1.6"  # left as it was
@@ -73,6 +75,7 @@ def test_upgrade_to_another_path_then_in_place(fresh, tmp_path):
     ok(cli(tmp_path, "upgrade", "old", "-o", "new", "--force"))
     ok(cli(tmp_path, "upgrade", "old"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old"]  # nothing left beside them
+    assert (old / "traces" / "t.json").read_text() == (tmp_path / "new" / "traces" / "t.json").read_text() == "{}"
     query = "SELECT * FROM kernel_launch"
     with prof_engine.open(fresh) as f, prof_engine.open(old) as o, prof_engine.open(tmp_path / "new") as n:
         assert o.manifest["derived"] == n.manifest["derived"] == schema.derived()

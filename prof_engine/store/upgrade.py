@@ -72,9 +72,10 @@ def upgrade_run(run: Path | str, out: Path | str | None = None, *, force: bool =
 
 
 def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = False,
-            memory_limit: str | None = None) -> Path:
+            memory_limit: str | None = None, extras: bool = True) -> Path:
     """Re-stage the run at `src` (whose manifest is `manifest`) rank by rank and finalise it into
-    a run at `target` (see the module docstring)."""
+    a run at `target` (see the module docstring). `extras`: what else the run directory holds
+    (the collector's kept Kineto traces, `traces/`) goes with it, as hard links where it can."""
     sources = [_source_file(s, i) for i, s in enumerate(manifest.get("sources") or [])]
     by_rank: dict[int, list[SourceFile]] = {}
     for s in sources:
@@ -101,10 +102,31 @@ def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = 
                 (builder.unit_dir(other.index) / "out").mkdir(parents=True, exist_ok=True)
                 units.append((other, Finalized({}, dict(_EMPTY_SUMMARY))))
         units.sort(key=lambda u: u[0].index)
+        if extras:
+            _carry_extras(src, builder.tmp)
         extra = {"state": manifest["state"]} if "state" in manifest else {}
         return builder.finalize(units, (manifest.get("source") or {}).get("format") or "unknown",
                                 manifest.get("metadata") or {}, skipped=manifest.get("skipped") or [],
                                 findings=manifest.get("findings") or [], extra=extra)
+
+
+def _carry_extras(src: Path, into: Path) -> None:
+    """Link (else copy) into `into` what run directory `src` holds beside its manifest and tables."""
+    tables = set(schema.stored_tables())
+    for entry in src.iterdir():
+        if entry.name == MANIFEST or entry.name in tables or entry.name.startswith("."):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, into / entry.name, copy_function=_link_or_copy, symlinks=True)
+        else:
+            _link_or_copy(entry, into / entry.name)
+
+
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def _source_file(entry: dict[str, Any], position: int) -> SourceFile:
@@ -168,4 +190,4 @@ def snapshot(run: Path, manifest: dict[str, Any], into: Path) -> Path:
     reading it whole while it records, or after its writer died (`Run` opens it instead)."""
     if (into / MANIFEST).exists():
         raise RunError(f"{into}: already exists")
-    return rebuild(Path(run).absolute(), manifest, Path(into).absolute())
+    return rebuild(Path(run).absolute(), manifest, Path(into).absolute(), extras=False)
