@@ -3,12 +3,13 @@ lanes of a rank's activity, `_lane_activity` (rank, device, step, type, s, e), i
 (the `lanes` table's columns).
 
 DuckDB sorts the activity by key (rank, device, step) and start and streams it out; one pass over
-that order (`prof_engine/_native/lanes.c`) gives each key's lanes, holding only the key's running
+that order (`prof_engine/_native/lanes.c`, or `_PythonLanes` where the native helpers are not
+built: the same algorithm, the same rows) gives each key's lanes, holding only the key's running
 reaches. The lanes go to a Parquet file beside the staged records, which the view `_lanes`
 reads (as the host pass does with `_host`). It is the algorithm of `interval_lanes`
 (queries/_intervals.sql), which the views run for runs that do not store lanes: its windows run
 on one thread, and at 329 MB of Kineto JSON (120 k kernels) the macro took ~0.25 s, the pass
-~0.05 s. Without the native helpers, the macro makes `_lanes` (the same rows).
+~0.05 s.
 """
 
 from __future__ import annotations
@@ -32,17 +33,12 @@ SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s
 TYPES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 SCHEMA = pa.schema([("rank", pa.int32()), ("device", pa.string()), ("step", pa.int64()), ("type", pa.string()),
                     ("ts", pa.int64()), ("dur", pa.int64())])
-BY_MACRO = ("CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes('_lane_activity', "
-            "(SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity))")
 
 
 def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Create `_lanes` on `con` from `_lane_activity`: by the native pass into the Parquet file
-    `path` and a view over it, else by the SQL macro (a table)."""
-    if load() is None:
-        con.execute(BY_MACRO)
-        return
-    lanes = _NativeLanes()
+    """Create `_lanes` on `con` from `_lane_activity`: the pass into the Parquet file `path` and a
+    view over it."""
+    lanes = _PythonLanes() if load() is None else _NativeLanes()
     keys = _Keys()
     writer = pq.ParquetWriter(path, SCHEMA, **FILE_OPTIONS)
     try:
@@ -117,6 +113,115 @@ def _outputs(room: int) -> list[pa.Buffer]:
 def _rows(n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer, e: pa.Buffer) -> Rows:
     return (pa.Array.from_buffers(pa.int64(), n, [None, key]), pa.Array.from_buffers(pa.int8(), n, [None, lane]),
             pa.Array.from_buffers(pa.int64(), n, [None, s]), pa.Array.from_buffers(pa.int64(), n, [None, e]))
+
+
+class _PythonLanes:
+    """`lanes.c` in Python, for installs without the native helpers: the same rows. The state of the
+    open key: `ra`, `rb`, `rall`, the running maximum of the ends of its a, b and all intervals
+    longer than 0 (None: none yet); `sa`, `sb`, the start of the current island of a, of b; `piece`,
+    the piece of lane 2 being merged."""
+
+    def __init__(self) -> None:
+        self.out: list[tuple[int, int, int, int]] = []
+        self.started = False  # a key is open
+        self._open(0, 0, 0)
+
+    def _open(self, key: int, s: int, e: int) -> None:
+        self.key, self.span_s, self.span_e, self.prev_s = key, s, e, s
+        self.ra: int | None = None
+        self.rb: int | None = None
+        self.rall: int | None = None
+        self.sa: int | None = None
+        self.sb: int | None = None
+        self.first_s: int | None = None
+        self.piece: list[int] | None = None
+
+    def run(self, key: pa.Array, b: pa.Array, s: pa.Array, e: pa.Array) -> Rows:
+        for k, is_b, si, ei in zip(key.to_pylist(), b.to_pylist(), s.to_pylist(), e.to_pylist()):
+            if self.started and k != self.key:
+                if k < self.key:
+                    raise ValueError("lanes: rows out of order (they must be sorted by key, then start)")
+                self._finish_key()
+            if not self.started:
+                self._open(k, si, ei)
+                self.started = True
+            elif si < self.prev_s:
+                raise ValueError("lanes: rows out of order (they must be sorted by key, then start)")
+            self._row(bool(is_b), si, ei)
+        return self._take()
+
+    def finish(self) -> Rows:
+        if self.started:
+            self._finish_key()
+        return self._take()
+
+    def _row(self, is_b: bool, s: int, e: int) -> None:
+        pos = e > s
+        a_start = not is_b and pos and (self.ra is None or s > self.ra)
+        b_start = is_b and pos and (self.rb is None or s > self.rb)
+        if a_start and self.sa is not None and self.ra is not None:
+            self._emit(0, self.sa, self.ra)
+        if b_start and self.sb is not None and self.rb is not None:
+            self._emit(1, self.sb, self.rb)
+        if pos and self.rall is not None and s > self.rall:
+            self._emit(3, self.rall, s)
+        if self.rb is not None:  # b less a between the previous start and this one
+            since = self.ra if self.ra is not None and self.ra > self.prev_s else self.prev_s
+            if min(self.rb, s) > since:
+                self._piece(since, min(self.rb, s))
+        if pos:
+            if not is_b and (self.ra is None or e > self.ra):
+                self.ra = e
+            if is_b and (self.rb is None or e > self.rb):
+                self.rb = e
+            if self.rall is None or e > self.rall:
+                self.rall = e
+            if self.first_s is None:
+                self.first_s = s
+        if a_start:
+            self.sa = s
+        if b_start:
+            self.sb = s
+        self.span_e = max(self.span_e, e)
+        self.prev_s = s
+
+    def _piece(self, s: int, e: int) -> None:
+        """A piece of lane 2, merged with the one before where they touch."""
+        if self.piece is not None and s <= self.piece[1]:
+            self.piece[1] = max(self.piece[1], e)
+            return
+        if self.piece is not None:
+            self._emit(2, *self.piece)
+        self.piece = [s, e]
+
+    def _finish_key(self) -> None:
+        """The open key's last islands, its piece of b after its last start, its gaps before its
+        first and after its last interval."""
+        if self.sa is not None and self.ra is not None:
+            self._emit(0, self.sa, self.ra)
+        if self.sb is not None and self.rb is not None:
+            self._emit(1, self.sb, self.rb)
+        if self.rb is not None:
+            since = self.ra if self.ra is not None and self.ra > self.prev_s else self.prev_s
+            if self.rb > since:
+                self._piece(since, self.rb)
+        if self.piece is not None:
+            self._emit(2, *self.piece)
+        first = self.first_s if self.first_s is not None else self.span_e
+        if first > self.span_s:
+            self._emit(3, self.span_s, first)
+        if self.rall is not None and self.span_e > self.rall:
+            self._emit(3, self.rall, self.span_e)
+        self.started = False
+
+    def _emit(self, lane: int, s: int, e: int) -> None:
+        self.out.append((self.key, lane, s, e))
+
+    def _take(self) -> Rows:
+        out, self.out = self.out, []
+        key, lane, s, e = zip(*out) if out else ((), (), (), ())
+        return (pa.array(key, pa.int64()), pa.array(lane, pa.int8()), pa.array(s, pa.int64()),
+                pa.array(e, pa.int64()))
 
 
 def _write(writer: pq.ParquetWriter, keys: _Keys, rows: Rows) -> None:
