@@ -4,6 +4,8 @@ data files the package reads (`schemas/`, `queries/`), which a wheel carries as 
 
 Without a C compiler the install still finishes, without the extension: it says so in one line
 (`pip install -v` shows it), and the package warns once at run time and uses its Python paths.
+An editable install builds the extension in place: after editing the C files, run
+`pip install -e .` again (or `python setup.py build_ext --inplace`).
 """
 
 import shutil
