@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from prof_engine import schema
 from prof_engine.importers import chunkconv, classify, scan
-from prof_engine.importers.columns import (  # _int, _text, shapes_text: other importers take them from here
+from prof_engine.importers import keys as K
+from prof_engine.importers.columns import (
     _MEMORY_ARGS,
     _NO_MEMORY_ARGS,
     _SHAPES,
@@ -29,19 +30,21 @@ from prof_engine.importers.columns import (  # _int, _text, shapes_text: other i
     _decode_slice_args,
     _field,
     _gpu,
-    _int,
     _ints,
     _kinds,
     _memo_column,
-    _memory_device,
     _positions,
     _SliceArgs,
-    _text,
     _texts,
+)
+from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
+from prof_engine.importers.keys import (  # _int, _text, shapes_text: other importers take them from here
+    _int,
+    _memory_device,
+    _text,
     _types_text,
     shapes_text,
 )
-from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.pairing import PAIRED_PHASES, Pairing
 from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
 from prof_engine.store.quality import add_finding
@@ -56,27 +59,27 @@ FINALIZED = ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait
 class Args(msgspec.Struct, gc=False):
     """The `args` keys that map onto canonical columns; the rest stays in the JSON `args` column."""
 
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_2021: Any = msgspec.field(default=None, name="external id")  # Kineto's device and runtime records, 2021
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    collective: Any = msgspec.field(default=None, name="Collective name")
+    external_id: Any = msgspec.field(default=None, name=K.EXTERNAL_ID)
+    external_id_2021: Any = msgspec.field(default=None, name=K.EXTERNAL_ID_2021)
+    correlation: Any = msgspec.field(default=None, name=K.CORRELATION)
+    stream: Any = msgspec.field(default=None, name=K.STREAM)
+    device: Any = msgspec.field(default=None, name=K.DEVICE)
+    input_dims: Any = msgspec.field(default=None, name=K.INPUT_DIMS)
+    input_type: Any = msgspec.field(default=None, name=K.INPUT_TYPE)
+    collective: Any = msgspec.field(default=None, name=K.COLLECTIVE)
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_name: Any = msgspec.field(default=None, name=K.PG_NAME)
     pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    nbytes: Any = msgspec.field(default=None, name="Bytes")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    addr: Any = msgspec.field(default=None, name="Addr")
+    total_allocated: Any = msgspec.field(default=None, name=K.TOTAL_ALLOCATED)
+    total_reserved: Any = msgspec.field(default=None, name=K.TOTAL_RESERVED)
+    nbytes: Any = msgspec.field(default=None, name=K.BYTES)
+    device_id: Any = msgspec.field(default=None, name=K.DEVICE_ID)
+    device_type: Any = msgspec.field(default=None, name=K.DEVICE_TYPE)
+    addr: Any = msgspec.field(default=None, name=K.ADDR)
     name: Any = None
     labels: Any = None
     # Ascend (torch_npu / msprof trace_view.json)

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from prof_engine import schema
 from prof_engine.importers import classify
-from prof_engine.importers.columns import _memory_device, _types_text, shapes_text
+from prof_engine.importers import keys as K
+from prof_engine.importers.keys import _memory_device, _types_text, shapes_text
 from prof_engine.importers.pairing import PAIRED_PHASES
 from prof_engine.importers.scan import INT, RAW, TEXT, US, Chunk
 
@@ -177,7 +178,7 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         return chunk.column(key, mode, rows)
 
     names = pc.fill_null(col("name"), "")
-    collective = col("Collective name")
+    collective = col(K.COLLECTIVE)
     kinds = _kinds(cats, names, collective)
     _count_unknown(conv, cats, kinds)
     is_step = pc.equal(kinds, "step")
@@ -191,9 +192,9 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     on_device = pc.fill_null(pc.is_in(keys, _set("device")), False)
     pid = col("pid")
     if pc.any(on_device).as_py():
-        dev = pc.coalesce(col("device", INT), pc.cast(chunk.column("pid", INT, rows), pa.int64()), 0)
+        dev = pc.coalesce(col(K.DEVICE, INT), pc.cast(chunk.column("pid", INT, rows), pa.int64()), 0)
         devices = pc.if_else(on_device, pc.binary_join_element_wise("gpu", pc.cast(dev, pa.string()), ""), "host")
-        streams = pc.if_else(on_device, col("stream", INT), pa.nulls(n, pa.int64()))
+        streams = pc.if_else(on_device, col(K.STREAM, INT), pa.nulls(n, pa.int64()))
     else:
         devices, streams = pa.repeat(pa.scalar("host"), n), pa.nulls(n, pa.int64())
     conv.negative_durations += pc.sum(pc.less(durs, 0)).as_py() or 0
@@ -208,13 +209,13 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         "ts": ts, "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
         "pid": pid, "tid": col("tid"), "stream": streams,
         # Kineto's device and runtime records of 2021 spell it `external id`
-        "correlation": col("correlation", INT), "external_id": pc.coalesce(col("External id", INT), col("external id", INT)),
-        "input_shapes": _memo_text(col("Input Dims", RAW), shapes_text, "shapes"),
-        "input_types": _memo_text(col("Input type", RAW), _types_text, "types"),
+        "correlation": col(K.CORRELATION, INT), "external_id": pc.coalesce(col(K.EXTERNAL_ID, INT), col(K.EXTERNAL_ID_2021, INT)),
+        "input_shapes": _memo_text(col(K.INPUT_DIMS, RAW), shapes_text, "shapes"),
+        "input_types": _memo_text(col(K.INPUT_TYPE, RAW), _types_text, "types"),
         "args": args,
     })
     conv.seq = first + n - 1
-    comm = pc.or_(pc.is_valid(collective), pc.is_valid(col("Process Group Name")))
+    comm = pc.or_(pc.is_valid(collective), pc.is_valid(col(K.PG_NAME)))
     if pc.any(comm).as_py():
         from prof_engine.importers.chrome import _ARGS
         at = pc.indices_nonzero(comm)  # (only their rows to Python: a chunk's every args took ~4 ms)
@@ -251,12 +252,12 @@ def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Ar
         for ev, t in zip(chunk.events(marks), ts_py):
             conv._mark(ev, t, str(ev.name) if ev.name is not None else "")
     rows = rows.filter(is_memory)
-    nbytes = chunk.column("Bytes", INT, rows)
+    nbytes = chunk.column(K.BYTES, INT, rows)
     rows, nbytes = rows.filter(pc.is_valid(nbytes)), nbytes.filter(pc.is_valid(nbytes))
     n = len(rows)
     if not n:
         return
-    dtype, dev_id = chunk.column("Device Type", RAW, rows), chunk.column("Device Id", RAW, rows)
+    dtype, dev_id = chunk.column(K.DEVICE_TYPE, RAW, rows), chunk.column(K.DEVICE_ID, RAW, rows)
 
     def device(key: str) -> str:
         t, d = key.split("\x00")
@@ -267,9 +268,9 @@ def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Ar
         "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
         "device": devices, "ts": ts_all.take(rows),
         "pid": chunk.column("pid", TEXT, rows), "tid": chunk.column("tid", TEXT, rows),
-        "addr": chunk.column("Addr", INT, rows), "bytes": nbytes,
-        "total_allocated": chunk.column("Total Allocated", INT, rows),
-        "total_reserved": chunk.column("Total Reserved", INT, rows),
+        "addr": chunk.column(K.ADDR, INT, rows), "bytes": nbytes,
+        "total_allocated": chunk.column(K.TOTAL_ALLOCATED, INT, rows),
+        "total_reserved": chunk.column(K.TOTAL_RESERVED, INT, rows),
     })
 
 

@@ -3,7 +3,6 @@
 The plain Kineto case converts a whole decoded chunk per column instead of per event: the `args`
 of a chunk are decoded in one msgspec call, coercions run as C-level passes over a column, and
 per-value conversions (kind, shapes, types) are memoised, since a trace repeats a few values.
-The scalar coercions `_int` / `_text` and `shapes_text` live here too and serve both paths.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import msgspec
 
 from prof_engine.importers import classify
 from prof_engine.importers.jsonstream import Event
+from prof_engine.importers.keys import _INT64, _int
 
 
 class _SliceArgs(msgspec.Struct, gc=False):
@@ -52,25 +52,6 @@ _NO_MEMORY_ARGS = _MemoryArgs()
 _NO_SLICE_ARGS = _SliceArgs()
 
 
-_INT64 = range(-(2**63), 2**63)
-
-
-def _int(v: Any) -> int | None:
-    """An id, index or count as int64; None where it is not an integer one (as where it is absent)."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if not isinstance(v, int):
-        try:
-            v = int(str(v).strip(), 0)
-        except ValueError:
-            return None
-    return v if v in _INT64 else None
-
-
-def _text(v: Any) -> str | None:
-    return None if v is None else str(v)
-
-
 _NONE = type(None)
 
 
@@ -100,22 +81,6 @@ def _texts(values: list) -> list[str | None]:
     return [v if v.__class__ is str or v is None else str(v) for v in values]
 
 
-def shapes_text(dims: Any) -> str | None:
-    """Kineto `Input Dims` ([[8,32,64],[],[[3]]]) → msprof style `8,32,64;;3`."""
-    if not isinstance(dims, list):
-        return None
-
-    def one(d: Any) -> str:
-        if isinstance(d, list):
-            flat: list[str] = []
-            for x in d:
-                flat.append(one(x) if isinstance(x, list) else str(x))
-            return ",".join(flat)
-        return "" if d is None else str(d)
-
-    return ";".join(one(d) for d in dims)
-
-
 def _decode_slice_args(raws: list[bytes]) -> list[_SliceArgs]:
     """Decode the non-empty `args` of a chunk's slices with one msgspec call (one JSON array)."""
     if b"" not in raws:
@@ -131,13 +96,6 @@ def _gpu(a: _SliceArgs, ev: Event) -> str:
     """Device of a device-category slice, as in `ChromeConverter.describe`."""
     dev = _int(a.device)
     return f"gpu{dev if dev is not None else _int(ev.pid) or 0}"
-
-
-def _memory_device(a: Any) -> str:
-    """Device of a `[memory]` event from its c10 device type and index."""
-    kind = classify.MEMORY_DEVICE_TYPES.get(_int(a.device_type) or 0, f"dev{a.device_type}-")
-    dev_id = _int(a.device_id)
-    return "host" if kind == "host" else f"{kind}{dev_id if dev_id is not None and dev_id >= 0 else 0}"
 
 
 # Memo tables for the columnar path. Their results depend on the key alone; a trace has few
@@ -179,7 +137,3 @@ def _memo_column(memo: dict[bytes, str | None], raws: list[bytes],
     for raw in set(raws).difference(memo):
         memo[raw] = text(msgspec.json.decode(raw)) if raw else None
     return list(map(memo.__getitem__, raws))
-
-
-def _types_text(value: Any) -> str | None:
-    return ";".join(map(str, value)) if isinstance(value, list) else None

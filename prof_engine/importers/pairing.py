@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from prof_engine.importers.columns import _text
 from prof_engine.importers.jsonstream import Event
+from prof_engine.importers.keys import _text
 from prof_engine.importers.units import us_text_to_ns
 
 # Phases whose duration records are made when their end arrives (so records of a chunk holding

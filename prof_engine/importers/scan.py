@@ -23,13 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prof_engine._native import load
-from prof_engine.importers.columns import _int
 from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event
+from prof_engine.importers.keys import ARGS_KEYS, TOP_KEYS, _int
 from prof_engine.importers.units import us_array_to_ns
 
-TOP_KEYS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "s", "args")
-ARGS_KEYS = ("External id", "external id", "correlation", "stream", "device", "Input Dims", "Input type", "Collective name",
-             "Process Group Name", "Total Allocated", "Total Reserved", "Bytes", "Device Id", "Device Type", "Addr")
 _SLOT = {**{k: i for i, k in enumerate(TOP_KEYS)}, **{k: len(TOP_KEYS) + i for i, k in enumerate(ARGS_KEYS)}}
 _TOP_NAMES = b"\0".join(k.encode() for k in TOP_KEYS) + b"\0"
 _ARGS_NAMES = b"\0".join(k.encode() for k in ARGS_KEYS) + b"\0"
