@@ -2,7 +2,7 @@
 -- answers: every framework (host) op call with its host time and the device time it launched, in
 --   ns: self (the tasks it launched itself) and total (with the tasks of the ops nested in it);
 --   operator_details lists them, key_averages sums them per op name. The user ranges the import
---   nested with the ops (record_function, `## Call CompiledFxGraph ##`: schema 1.5 on) are calls
+--   nested with the ops (record_function, `## Call CompiledFxGraph ##`) are calls
 --   too (`is_range`), as in torch.profiler's tree: device time reaches an op through the ranges
 --   in it, and a range's time is not its enclosing op's self time.
 -- Host self time is the call's less that of the ops and runtime API calls nested in it, as

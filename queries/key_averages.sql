@@ -7,7 +7,7 @@
 --   with it. Host self time is the op's less that of its nested ops, ranges and runtime API
 --   calls, which are rows of their own (cudaLaunchKernel...: host time, no device time), as in
 --   torch's table; so are record_function ranges (`## forward ##`, Inductor's `## Call
---   CompiledFxGraph ##`; in runs imported at schema 1.5 on). c10d's collective ranges (`nccl:*`,
+--   CompiledFxGraph ##`). c10d's collective ranges (`nccl:*`,
 --   `gloo:*`, kind comm) are rows with their calls and host total and no self time: torch marks
 --   them async (they may end on another thread), keeps them out of its tree (they are no op's
 --   child, their op keeps their time as self time, and no op is theirs) and gives them no self

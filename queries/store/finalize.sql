@@ -50,11 +50,11 @@
 --      call, else its launcher) lies within a collective op of its thread (`is_collective_op`,
 --      queries/_classify.sql) is communication: its kind becomes `comm` (`by_collective`).
 --   5. The derived tables `lane_totals` and `lanes`: the step breakdown's lane lengths and the
---      Overlap Analysis lanes per device and step, from the records as finalised, as the macros
---      of queries/_lanes.sql (loaded before this script) compute them for the views of runs that
---      do not store them. The lanes are one pass over the activity sorted by device, step and
---      start (prof_engine.store.lane_pass, in C; the macro `interval_lanes`' windows run on one
---      thread, and took 5x as long); their lengths are the macro `step_lanes`.
+--      Overlap Analysis lanes per device and step, from the records as finalised, with the macros
+--      of queries/_lanes.sql (loaded before this script); views read them as stored. The lanes
+--      are one pass over the activity sorted by device, step and start (prof_engine.store.lane_pass,
+--      in C; the macro `interval_lanes`' windows run on one thread, and took 5x as long); their
+--      lengths are the macro `step_lanes`.
 --      Whole only where the staged records are every record of their ranks (an import unit).
 --   6. A device task's launch is timed by the API call of its rank with its correlation id that
 --      started latest (CANN's layers may share an id: the innermost): its name, start and
@@ -180,9 +180,9 @@ FROM (SELECT *, id IN (SELECT launch_id FROM _device WHERE launch_id IS NOT NULL
       FROM staging_slices) s
 WHERE s.kind = 'comm' OR s.launcher OR s.api_launcher;
 
--- Each device task's wait on its stream (`stream_wait`, as the views compute it for runs without
--- it). The device records carry their device, kind, stream and duration from `_by_ext` on: this
--- and the lanes below read them there, not from the staged records again with a join on id.
+-- Each device task's wait on its stream (`stream_wait`, queries/_classify.sql). The device
+-- records carry their device, kind, stream and duration from `_by_ext` on: this and the lanes
+-- below read them there, not from the staged records again with a join on id.
 CREATE OR REPLACE TEMP TABLE _waits AS
 SELECT id, stream_wait(rank, device, stream, ts, dur, id) AS wait FROM _device
 WHERE is_device_task(device, kind);
