@@ -10,8 +10,9 @@ Contenders (each in its own Python process, so peak RSS is that contender's alon
 * prof-engine  `prof_engine.import_trace([trace], out, force=True)`: the full import, i.e. streaming
                decode, conversion, staging Parquet, DuckDB step/nesting/link pass, final run store.
 * prof-engine CLI  `prof-engine import TRACE -o OUT --force` (its typer app, in the child): the same
-               import, in a process that is prof-engine's own, where pyarrow is kept from importing
-               pandas (`prof_engine._no_pandas`), plus the summary line it prints.
+               import, in a process tuned as the console script tunes its own (jemalloc, glibc's
+               heaps, no pandas: `prof_engine._process.tune_owned_process`), plus the summary line
+               it prints. The library call tunes nothing: the caller's process is theirs.
 * orjson       `orjson.loads(open(trace, 'rb').read())`: parse only, everything as Python objects.
 * json         `json.load(f)` from the standard library: parse only.
 * duckdb       `read_json` of `traceEvents` with the core fields typed (args kept as JSON), unnested
@@ -226,6 +227,10 @@ class TreeRss:
 def child(name: str, trace: Path, out: Path) -> None:
     """Child process: import the contender's libraries, time its work, print one JSON line."""
     modules, fn = CONTENDERS[name]
+    if name == "prof-engine CLI":  # as the console script does, before its modules load pyarrow
+        from prof_engine._entry import tune
+
+        tune(["import"])
     for m in modules:
         importlib.import_module(m)
     base = rss_mb()

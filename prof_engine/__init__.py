@@ -18,11 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from prof_engine import _allocator
-
-_allocator.use_jemalloc()  # before anything imports pyarrow: see prof_engine._allocator
-
-from prof_engine.errors import (  # noqa: E402 - after use_jemalloc(), on purpose
+from prof_engine.errors import (
     CollectError,
     InputError,
     ProfEngineError,

@@ -6,27 +6,19 @@ from __future__ import annotations
 import sys
 
 
-def _fit_address_space() -> None:
-    """Under an address-space limit (`ulimit -v`) every thread's stack and malloc arena counts, and
-    a thread that cannot get them aborts the process (glibc: "cannot allocate memory for
-    thread-local data"). So the CLI then keeps one malloc arena and few library threads: a 30 MB
-    trace imports under 600 MB, and under less it fails with one line instead of an abort."""
-    import os
+def tune(argv: list[str]) -> None:
+    """Tune this process, the CLI's own, for the command in `argv` (see `_process.tune_owned_process`);
+    before the CLI's modules load pyarrow. Under an address-space limit a 30 MB trace then imports
+    under 600 MB, and under less the import fails with one line instead of an abort."""
+    from prof_engine._process import tune_owned_process
 
-    from prof_engine._process import address_space_limit
-
-    if address_space_limit() is None:
-        return
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read when numpy, pyarrow load
-    os.environ.setdefault("ARROW_IO_THREADS", "2")
-    from prof_engine._allocator import M_ARENA_MAX, _mallopt
-
-    _mallopt(M_ARENA_MAX, 1)
+    imports = argv[:1] == ["import"]  # no option precedes the command but --help and --version
+    tune_owned_process(converts=imports, finalizes=imports)
 
 
 def main() -> None:
-    _fit_address_space()
     try:
+        tune(sys.argv[1:])
         from prof_engine.cli import main as cli_main
     except KeyboardInterrupt:
         print("Interrupted", file=sys.stderr)

@@ -1,4 +1,8 @@
-"""Set-up of the worker processes prof-engine starts itself (never of a user's process)."""
+"""Set-up of the processes prof-engine owns: the CLI, the import workers, the collector's writer.
+
+A library call never tunes its caller's process (environment, allocator, blocked imports): a
+user's notebook or training job is theirs. Only these processes call `tune_owned_process`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,49 @@ import os
 import resource
 import signal
 
+from prof_engine import _allocator, _no_pandas
+
 _PR_SET_PDEATHSIG = 1
+# The variables `tune_owned_process` added to this process's environment (none a user had set),
+# left out of the environment of a program prof-engine runs for the user (`collect`).
+_added_env: dict[str, str] = {}
+
+
+def tune_owned_process(*, converts: bool = False, finalizes: bool = False) -> None:
+    """Tune a process prof-engine owns; call it first, before anything there imports pyarrow.
+
+    Every such process gets Arrow's jemalloc (`_allocator`) and, under an address-space limit
+    (`ulimit -v`), where each thread's stack and malloc arena counts, one malloc arena and few
+    library threads. One that `converts` traces unit after unit (`prof-engine import`, an import
+    worker, the collector's writer) keeps pandas out (`_no_pandas`) and its glibc heaps few; one that
+    `finalizes` units in DuckDB (`prof-engine import`, an import worker) fixes glibc's mmap
+    threshold (the writer's many small reads are slower with it). Settings last for the process."""
+    limited = address_space_limit() is not None
+    wanted = {_allocator.ENV: "jemalloc"} if _allocator.jemalloc_wanted() else {}
+    if limited:
+        wanted |= {"OPENBLAS_NUM_THREADS": "1", "ARROW_IO_THREADS": "2"}  # read when numpy, pyarrow load
+    for name, value in wanted.items():
+        if name not in os.environ:
+            os.environ[name] = _added_env[name] = value
+    if converts:
+        _no_pandas.block_pandas()
+    if finalizes:
+        _allocator.fix_mmap_threshold()
+    if converts or limited:
+        _allocator.limit_arenas(1 if limited else _allocator.ARENA_MAX)
+
+
+def untuned_environ() -> dict[str, str]:
+    """This process's environment without what `tune_owned_process` added: for a user's program."""
+    return {k: v for k, v in os.environ.items() if _added_env.get(k) != v}
+
+
+def start_worker(parent: int) -> None:
+    """Initializer of the worker processes prof-engine spawns to import or merge units (a module
+    without pyarrow, so that the worker tunes itself before it loads pyarrow): it dies with its
+    parent, never needs pandas, and converts unit after unit."""
+    die_with_parent(parent)
+    tune_owned_process(converts=True, finalizes=True)
 
 
 def die_with_parent(parent: int) -> None:

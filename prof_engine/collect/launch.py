@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from prof_engine._process import die_with_parent
+from prof_engine._process import die_with_parent, untuned_environ
 from prof_engine.collect.config import ENV, Settings
 from prof_engine.collect.schedule import Schedule, schedule
 from prof_engine.errors import CollectError, RunError
@@ -125,7 +125,8 @@ def collect_program(command: Sequence[str], output: Path | str, settings: Settin
     with tempfile.TemporaryDirectory(prefix="prof_engine_collect_") as tmp:
         config = Path(tmp) / "config.json"
         config.write_text(json.dumps(settings.as_json()), encoding="utf-8")
-        env = {**os.environ, ENV: str(config), "WORLD_SIZE": os.environ.get("WORLD_SIZE", "1")}
+        # the program is the user's: none of the CLI's own tuning (`_process.tune_owned_process`)
+        env = {**untuned_environ(), ENV: str(config), "WORLD_SIZE": os.environ.get("WORLD_SIZE", "1")}
         done = _supervise(child, env, run)
     if not (run / MANIFEST).is_file():
         how = done.describe() or "the program exited with status 0"

@@ -13,7 +13,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from prof_engine._process import die_with_parent
+from prof_engine._process import start_worker
 from prof_engine.errors import InputError
 from prof_engine.importers import import_sources
 from prof_engine.importers.runstore import COLLECTOR_FORMAT, is_collector_run, stage_run
@@ -47,7 +47,7 @@ def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = 
             units = [_merge_unit(*w) for w in work]
         else:
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+                                     initializer=start_worker, initargs=(os.getpid(),)) as pool:
                 units = list(pool.map(_merge_unit, *zip(*work)))
         _check_ranks([info for info, _ in units])
         return builder.finalize(units, COLLECTOR_FORMAT, {"merged_from": [str(r) for r in runs]})

@@ -31,8 +31,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from prof_engine._allocator import limit_arenas
-from prof_engine._no_pandas import block_pandas
 from prof_engine.collect.convert import MARKER_FILE, Assembler, StepWindow
 from prof_engine.store import LiveRun, SourceFile, StagingSink
 from prof_engine.store.files import make_dirs
@@ -266,8 +264,6 @@ def main() -> None:
     except OSError:
         pass
     logging.basicConfig(format="%(message)s", level=logging.WARNING, stream=sys.stderr)
-    block_pandas()  # converting torch cycles, pyarrow would import it: ~0.3 s and ~30 MiB (see there)
-    limit_arenas()  # it converts batch after batch (see there)
     serve(sys.stdin.buffer, sys.stdout.buffer)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -4,6 +4,10 @@ A module of its own, imported by nothing, so that `-m` runs `writer.main` with t
 classes under their one importable name (pickles name `prof_engine.collect.writer.StepDone`).
 """
 
-from prof_engine.collect.writer import main
+from prof_engine._process import tune_owned_process
+
+tune_owned_process(converts=True)  # before the writer's modules load pyarrow; it converts batch after batch
+
+from prof_engine.collect.writer import main  # noqa: E402 - after the tuning, on purpose
 
 main()

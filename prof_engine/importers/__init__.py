@@ -18,9 +18,7 @@ from typing import Any
 
 import msgspec
 
-from prof_engine._allocator import limit_arenas
-from prof_engine._no_pandas import block_pandas, without_pandas
-from prof_engine._process import die_with_parent
+from prof_engine._process import start_worker
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, msprof, msprof_output, unsupported
 from prof_engine.importers.chrome import anomalies, convert_file
@@ -215,10 +213,7 @@ def import_sources(
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
     threads = max(1, min((os.cpu_count() or 1) // jobs, FINALIZE_THREADS))  # DuckDB threads per unit's finalize
-    if len(units) > 1:  # a process converting unit after unit (see there; ~3 % slower in one unit)
-        limit_arenas()
-    # pyarrow would import pandas at its first conversion of a Python value (see _no_pandas)
-    with without_pandas(), RunBuilder(Path(out), force=force) as builder:
+    with RunBuilder(Path(out), force=force) as builder:
         work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
         if jobs == 1:
             results = [_import_unit(*w, advance) for w in work]
@@ -270,7 +265,7 @@ def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Ca
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
     order = deque(sorted(range(len(work)), key=lambda i: -sizes[i]))
     with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_setup, initargs=(os.getpid(),)) as pool, \
+                             initializer=start_worker, initargs=(os.getpid(),)) as pool, \
          ThreadPoolExecutor(max_workers=1, thread_name_prefix="prof-engine-import") as local:
         running: dict[Future, tuple[int, bool]] = {}  # unit, and whether this process converts it
         while order or running:
@@ -286,14 +281,6 @@ def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Ca
                 results[i] = future.result()
                 advance(sizes[i])
     return results  # type: ignore[return-value]
-
-
-def _worker_setup(parent: int) -> None:
-    """An import worker's process: it dies with its parent, never needs pandas, and converts unit
-    after unit."""
-    die_with_parent(parent)
-    block_pandas()
-    limit_arenas()
 
 
 def _size(path: Path) -> int:

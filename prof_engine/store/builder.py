@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prof_engine import schema
-from prof_engine._allocator import fix_mmap_threshold
 from prof_engine._process import address_space_hint, address_space_limit
 from prof_engine._resources import data_dir
 from prof_engine._sql import literal
@@ -332,10 +331,8 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
     are removed once the tables are written."""
     unit = Path(unit)
     staging = unit / "staging"
-    # Arrow's allocator keeps some of what the conversion freed, which DuckDB would otherwise come
-    # on top of; glibc's heaps would keep DuckDB's Arrow results (see `fix_mmap_threshold`).
+    # Arrow's allocator keeps some of what the conversion freed, which DuckDB would otherwise come on top of
     pa.default_memory_pool().release_unused()
-    fix_mmap_threshold()
     if memory_limit:  # a limit the caller gave holds throughout
         limit, host_limits = memory_limit, None
     else:
