@@ -51,25 +51,15 @@ STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition w
 FINALIZE_MEMORY_BASE, FINALIZE_MEMORY_PER_THREAD, FINALIZE_MEMORY_CAP = 48 << 20, 16 << 20, 896 << 20
 FINALIZE_BYTES_PER_RECORD = 40
 # The share of that limit DuckDB has while the finalised tables are copied out (`finalize_unit`):
-# the copy streams, and what it holds in DuckDB is the slices' computed columns being sorted into
-# staging order, which spill as well at less, while Arrow's batches and the partition writers hold
-# memory beside DuckDB's. What the sort needs grows with the records: at 0.65 of 80 MB a 600 MB
-# trace (2 M records) once ran out of memory, when the sorted rows carried each record's id, rank
-# and time. Without them (~20 B less per record), 0.6 holds at 600 MB, 1 GB (3.4 M records, 136 MB)
-# and 10 GB (34 M records, at the 896 MB cap), 0.5 at 1 GB, in the same time as 0.8, and the copy's
-# peak is 12-15 MiB lower (329 MB through the CLI: 266-276 MiB instead of 281-290; the issue's
-# bound is 300 MB = 286 MiB). Not the host pass's sort: at 46 MB it ran out of memory.
+# the copy streams, and DuckDB then holds only the slices' sort into staging order, which spills;
+# Arrow's batches and the partition writers hold the rest. (The host pass's sort cannot spill so.)
 COPY_MEMORY_SHARE = 0.6
-# DuckDB's limit in the host pass (`host_pass_memory_limit`): its sort of the host records, and the
-# Arrow batches it hands the pass beside DuckDB's buffers, made the import's peak RSS between ~150
-# and ~600 MB of JSON, where the issue's bound stays at 300 MB (600 MB through the CLI: 285-290
-# MiB, over the bound of 286 in some runs; with 0.75 of the limit 265-266 MiB, the import ~1 %
-# slower). At least 28 B per staged record: at 23 B (46 MB at 600 MB of JSON) the sort ran out of
-# memory; at 29 B (60 MB) it did not. So from ~1.5 GB of JSON on the pass has the whole limit.
+# DuckDB's limit in the host pass (`host_pass_memory_limit`): a share of the finalize limit, as the
+# Arrow batches it hands the pass come on top of DuckDB's buffers; but at least 28 B per staged
+# record, below which its sort of the host records runs out of memory.
 HOST_PASS_MEMORY_SHARE, HOST_PASS_BYTES_PER_RECORD = 0.75, 28
-# DuckDB threads of one unit's finalize, at most. Each thread holds buffers of its own within the
-# memory limit: on a 16-core machine (H100 host) a 200 MB trace's finalize ran out of its 96 MB at
-# 16 threads, and took 3.7-4.0 s at 4, 3.8-4.1 s at 8, 4.0-4.4 s at 2 (peak RSS 292-304 MiB).
+# DuckDB threads of one unit's finalize, at most: each holds buffers of its own within the memory
+# limit, and more threads were no faster (16 threads ran a 200 MB trace's finalize out of memory).
 FINALIZE_THREADS = 4
 # Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
 # the same macros the views use for runs that do not store them).
@@ -131,19 +121,11 @@ def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = Non
 def finalize_memory_limit(staging: Path, threads: int = 2) -> str:
     """DuckDB's memory limit for finalising the records staged under `staging` on `threads`.
 
-    DuckDB spills what does not fit to its temp directory, so a fixed limit would bound memory at
-    any size; but some of its operators (the nesting sweep's window, hash and ASOF joins) need
-    working memory that grows with the rows, and below ~24 B per staged record it fails with an
-    out-of-memory error (1 GB of Kineto JSON, 3.4 M records: fails at 72 MB, passes at 80 MB;
-    `finalize.sql` drops each intermediate table once read and holds one large hash table per
-    statement). So: 40 B per record, at most 896 MB (~10 GB of JSON, 34 M records: 26 B per
-    record), and at least 48 MB plus 16 MB per thread (80 MB on 2 cores). The floor is what small
-    traces need beside DuckDB's fixed costs (a 100 MB trace, 342 k records, spills ~5 MB at 48 MB
-    and nothing at 64 MB; on 16 threads a 200 MB trace ran out of 96 MB); it is not higher because
-    the limit is not only a cap: DuckDB sizes some working memory by it, and it is what the
-    import's peak RSS is made of between ~150 and ~600 MB of JSON, where the issue's bound stays
-    at 300 MB (a 329 MB trace, 1.1 M records, on 2 cores: 5.0 s and ~285 MiB at 80 MB, the same
-    time and ~293 MiB at 96 MB)."""
+    DuckDB spills what does not fit, but some of its operators (the nesting sweep's window, hash
+    and ASOF joins) need working memory that grows with the rows, and fail below ~24 B per staged
+    record. So: 40 B per record, at most 896 MB (~10 GB of JSON), and at least 48 MB plus 16 MB per
+    thread, what small traces need beside DuckDB's fixed costs. Not more: DuckDB sizes some working
+    memory by the limit, so it is much of the import's peak RSS."""
     return _finalize_limit(staged_records(staging), threads)
 
 
@@ -404,13 +386,10 @@ class Totals:
 
 
 _PENDING = 4  # staged batches waiting to be written, at most
-# Staging Parquet: LZ4 (staging is read once and deleted; at 100 MB of JSON it takes 11.7 MB against
-# zstd's 6.6 MB, and the import is ~0.1 s faster); dictionaries only for the columns of few values,
-# which DuckDB then reads faster (not for args, times, ids: pyarrow built each column's dictionary
-# until it outgrew its limit); no statistics, which nothing reads. At 329 MB of JSON the staging
-# thread spent 0.46 s on slices with pyarrow's defaults, 0.26 s so, and the import ~0.15 s less.
-# The integers as deltas, as in the run store (`column_encoding`): 329 MB of JSON stage in 22.7 MB
-# instead of 32.4, and the import took 0.07-0.10 s less (two sets of ten alternating runs).
+# Staging Parquet is written to be read once, soon: LZ4, faster than zstd where size matters little;
+# dictionaries only for the columns of few values (pyarrow would build one for args, times and ids
+# until it outgrew its limit); no statistics, which nothing reads; integers as deltas, as in the run
+# store (`column_encoding`), which makes the files ~30 % smaller and no slower to write.
 STAGING_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
                    "write_statistics": False}
 

@@ -5,10 +5,8 @@ staging order without sorting them, for `queries/store/pair.sql` to pair with th
 columns, each row with its slice's staging position: `_part` (the staged file's place in the
 list `staging_slices` reads) and `_row` (its row there). The files' row counts make that a
 global position, so each row's place in staging order is known: the pass puts each value there
-(a scatter), where DuckDB sorted every row by position and held the sorted copy beside the table
-they came from (at 329 MB of JSON that sort, within the copy's 48 MB, spilled 65-74 MiB; without
-it the copy takes ~0.35 s less, this pass ~0.23 s, and the import peaks ~15 MiB lower). The
-columns go to a Parquet file in staging order, and the view `_fill` reads it: a plain scan, which
+(a scatter), where a DuckDB sort by position would hold a sorted copy beside the table the rows
+came from, and spill within the copy's memory limit. The columns go to a Parquet file in staging order, and the view `_fill` reads it: a plain scan, which
 DuckDB reads beside the plain scan of the staged slices (a streaming positional scan).
 
 Memory stays bounded: the positions are cut into windows of `WINDOW_ROWS`, and only one window's
@@ -43,8 +41,7 @@ COLUMNS = (("step", pa.int64()), ("depth", pa.int32()), ("parent_id", pa.int64()
 WINDOW_ROWS = 1 << 17
 BATCH_ROWS = 16_384
 # Read once, by the copy, and deleted with the staging files: uncompressed, as the host pass's, and
-# dictionaries only where the values are one (at 329 MB of JSON, dictionaries on every column took
-# 0.11 s to write, on these 0.07 s).
+# dictionaries only where the values are one (on the others they cost time to write for nothing).
 FILE_OPTIONS = {"compression": "none", "use_dictionary": [c for c, t in COLUMNS if t is None],
                 "write_statistics": False}
 

@@ -3,9 +3,8 @@
 A run holds each table as `<table>/device=<d>/part-<uuid>.parquet`, the step a column (schema
 `partition_by = ["device"]`); the writer also writes the layout of runs before schema 1.1,
 `<table>/device=<d>/step=<n>/part-<uuid>.parquet` (keys `("device", "step")`). A file costs its
-reader more than a row group does (opening it, reading its footer: on 10 M device records,
-api_statistic took 0.88 s over 1,736 files of one row group each, 0.63 s over 10 files with the
-same row groups), and most of a step's records are a few hundred rows. So a partition's records
+reader more than a row group does (opening it, reading its footer), and most of a step's records
+are a few hundred rows. So a partition's records
 go to one file, open while records keep coming, in row groups of up to `budget_bytes` of records,
 each a range of steps in staging order (mostly time order), which a step filter skips by their
 statistics. The `PartitionWriter`:
@@ -49,17 +48,15 @@ from prof_engine.schema import PARTITION_KEYS
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 ROW_GROUP_ROWS = 122_880  # DuckDB's default row group: large partitions get several
 IDLE_BATCHES = 2  # a partition no batch added to for this many batches is written and its file closed
-# Records a writer holds, waiting and being written: also the most a row group holds. Files of
-# 16 MB of records, waiting and being written capped apart (32 MB in all), made a 329 MB trace's
-# import peak at 306-309 MiB of RSS; at 8 MB for both together, 294-297 (the issue's bound there
-# is 300 MB = 286 MiB).
+# Records a writer holds, waiting and being written together: also the most a row group holds. It
+# is part of the import's peak RSS, which must stay under 300 MB for a 329 MB trace.
 BUDGET_BYTES = 8 << 20
 # Parquet settings (codecs: `column_compression`): dictionary encoding for the columns whose
 # values repeat (kinds, names, categories, ranks, steps, threads): a view's `kind = 'api'` filter
-# and its group-by on names then read a few hundred bytes per row group instead of every string
-# (api_statistic on 10 M device records: 1.4 s instead of 2.8 s). Not for the others (times, ids,
-# args): their dictionaries would only grow to pyarrow's 1 MB limit and be dropped, at a cost in
-# time and size; their integers are stored as deltas instead (`column_encoding`).
+# and its group-by on names then read a few hundred bytes per row group instead of every string.
+# Not for the others (times, ids, args): their dictionaries would only grow to pyarrow's 1 MB limit
+# and be dropped, at a cost in time and size; their integers are stored as deltas instead
+# (`column_encoding`).
 DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "task_type", "pid", "tid", "stream",
                       "launch_name", "launch_api", "depth", "input_shapes", "input_types", "phase", "series", "scope",
                       "op_name", "collective", "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
@@ -70,19 +67,16 @@ PARQUET_OPTIONS = {"use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
 def column_compression(schema: pa.Schema) -> dict[str, str]:
     """Parquet codecs by column: zstd for text without a dictionary (args: most of a run's bytes,
     JSON that zstd makes ~2x smaller than LZ4 does), LZ4 for the rest (deltas and dictionary
-    indices, a few bits a value, which zstd makes little smaller, at a fixed cost per page: the
-    slices of a 329 MB trace in 13.5 MB instead of 13.3, written in 0.42-0.44 s instead of 0.49;
-    the import 0.05 and 0.18 s faster in two sets of ten alternating runs)."""
+    indices, a few bits a value, which zstd makes little smaller, at a fixed cost per page)."""
     return {f.name: "zstd" if pa.types.is_string(f.type) and f.name not in DICTIONARY_COLUMNS else "lz4"
             for f in schema}
 
 
 def column_encoding(schema: pa.Schema, dictionary: Iterable[str] = DICTIONARY_COLUMNS) -> dict[str, str]:
     """Parquet encodings by column: the integers without a dictionary (times, durations, ids; the
-    columns named in `dictionary` have one) as deltas, which the record order keeps small. The
-    slices of a 329 MB trace: 13.3 MB instead of 14.8, written in 0.49 s instead of 0.55, and
-    DuckDB sums six of those columns in 12 ms instead of 28 (the codec then sees a few bits a value
-    instead of eight bytes: see `column_compression`)."""
+    columns named in `dictionary` have one) as deltas, which the record order keeps small: the
+    codec then sees a few bits a value instead of eight bytes (see `column_compression`), and the
+    files are smaller and faster to write and to sum."""
     return {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type) and f.name not in dictionary}
 
 
@@ -148,7 +142,7 @@ class PartitionWriter:
         columns = [batch.column(k) for k in self.keys]
         data = batch.drop_columns(list(self.keys))
         # a piece's bytes, by its share of the batch's rows: a slice's own `nbytes` walks its
-        # columns' offsets, and took ~0.2 s of this thread at 329 MB of JSON
+        # columns' offsets, too slow to call per piece
         row_bytes = data.nbytes / data.num_rows
         for start, end in runs:
             key = tuple(c[start].as_py() for c in columns)
