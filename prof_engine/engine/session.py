@@ -107,6 +107,9 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # macro has no deferred binding), and binding `show`'s summaries, which read most of the views,
 # took ~0.13 s of every open. `Run.summary` creates them at its first call.
 ON_DEMAND = ("_summary",)
+# Files of queries/ that only finalisation uses (the lanes' macros: every run stores the lanes); not
+# created when a run is opened (~19 ms of every open).
+FINALIZE_ONLY = ("_intervals", "_lanes")
 
 # Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
 QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"
@@ -628,7 +631,7 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: l
         con.execute(f"CREATE OR REPLACE MACRO {macro}() AS {str(bool(value)).lower()}")
     needed = _closure(views) if views is not None else None
     for view in definitions().values():
-        if view.name not in ON_DEMAND and (needed is None or view.name in needed):
+        if view.name not in ON_DEMAND + FINALIZE_ONLY and (needed is None or view.name in needed):
             _create(con, view)
     for name, select in final.items():  # the views bind afresh at each query: now they read the files
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
