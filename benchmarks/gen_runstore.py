@@ -208,8 +208,9 @@ class Shape:
 TAIL = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize")  # per step, after the layers
 
 
-def define(con, shape: Shape) -> dict:
-    """Create `final_<table>` views of the synthetic run on `con` (the builder's `copy_tables` input)."""
+def define(con, shape: Shape, lanes_file: Path) -> dict:
+    """Create `final_<table>` views of the synthetic run on `con` (the builder's `copy_tables` input);
+    the lane pass writes its lanes to `lanes_file`."""
     prog = flatten()
     B = shape.blocks(prog)
     E = len(prog.host) + len(prog.dev)
@@ -235,10 +236,16 @@ def define(con, shape: Shape) -> dict:
         sql = sql.replace(f"${k}", str(v))
     from prof_engine._resources import data_dir
     from prof_engine.store.builder import FINALIZE_MACROS
+    from prof_engine.store.lane_pass import lane_pass
 
-    for name in FINALIZE_MACROS:  # step_lanes and overlap_lanes, as in finalize.sql
+    for name in FINALIZE_MACROS:  # step_lanes, as in finalize.sql
         con.execute((data_dir("queries") / name).read_text())
-    con.execute(sql)
+    before, after = sql.split("-- LANE PASS --")
+    con.execute(before)
+    lane_pass(con, lanes_file)  # the import's own lane pass: `_lanes`
+    con.execute("CREATE OR REPLACE TEMP TABLE gen_lanes AS SELECT * FROM _lanes")
+    con.execute("DROP VIEW _lanes; DROP VIEW _lane_activity")  # names finalize.sql uses for its own
+    con.execute(after)
     return {**p, "device_records": shape.ranks * shape.steps * B * len(prog.dev)}
 
 
@@ -351,8 +358,8 @@ FROM gen_dev WHERE kind IN ('kernel', 'comm');
 CREATE OR REPLACE TEMP VIEW gen_lane_receives AS
 SELECT 0::INTEGER AS rank, ''::VARCHAR AS device, 0::BIGINT AS step, 0::BIGINT AS dur WHERE false;
 CREATE OR REPLACE TEMP VIEW gen_lane_steps AS SELECT rank::INTEGER AS rank, step, ts FROM gen_steps WHERE kind = 'step';
-CREATE OR REPLACE TEMP TABLE gen_lanes AS
-SELECT * FROM overlap_lanes('gen_lane_activity', (SELECT list(DISTINCT device ORDER BY device) FROM gen_lane_activity));
+CREATE OR REPLACE TEMP VIEW _lane_activity AS SELECT * FROM gen_lane_activity;
+-- LANE PASS --
 CREATE OR REPLACE TEMP VIEW final_lanes AS SELECT * FROM gen_lanes;
 CREATE OR REPLACE TEMP VIEW final_lane_totals AS SELECT * FROM step_lanes('gen_lanes', 'gen_lane_receives', 'gen_lane_steps');
 
@@ -385,7 +392,8 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".generating", dir=out.parent))
     try:
         con = duckdb_connect(tmp / "_spill", memory_limit)
-        params = define(con, shape)
+        (tmp / "_spill").mkdir(exist_ok=True)
+        params = define(con, shape, tmp / "_spill" / "_lanes.parquet")
         t0 = time.perf_counter()
         rows = copy_tables(con, tmp, only={"slices", "comm", "flows", "lane_totals", "lanes"})
         log(f"wrote {sum(rows.values()):,} rows ({rows}) in {time.perf_counter() - t0:.1f} s")
@@ -430,7 +438,7 @@ def verify(shape: Shape = Shape(device_records=2_000, ranks=2, steps=3)) -> list
     problems = []
     with tempfile.TemporaryDirectory() as d:
         con = duckdb.connect()
-        define(con, shape)
+        define(con, shape, Path(d) / "_lanes.parquet")
         staging = Path(d)
         staged = ", ".join(
             "CASE WHEN kind = 'step' THEN step END AS step" if c.name == "step"  # an importer states a step slice's step

@@ -1,36 +1,10 @@
 -- view: _lanes
--- answers: the Overlap Analysis lanes per rank, device and step, in ns: their intervals, and for
---   the step breakdown their lengths (merged computing and communication, communication not
---   overlapped, free time) with receive ops, the span and the step's start. Macros over tables of
---   intervals, shared by the views (for runs that do not store them) and by the finalisation of
---   an import (which stores them in `lanes` and `lane_totals`).
--- requires: _intervals
-
--- The interval passes partition and sort by one integer key, which DuckDB's windows handle far
--- faster than a STRUCT with text in it: rank, the device's number in the run's sorted device list
--- and step (NULL apart from every step) packed into one HUGEINT, exactly; _unpack_key unpacks it.
-CREATE OR REPLACE MACRO _pack_key(rank, device_no, step) AS
-    ((rank::HUGEINT + 2147483648) << 82) + (device_no::HUGEINT << 65)
-    + ((step IS NOT NULL)::INTEGER::HUGEINT << 64) + (coalesce(step, 0)::HUGEINT + 9223372036854775808);
-CREATE OR REPLACE MACRO _unpack_key(key, devices) AS {
-    'rank': ((key >> 82) - 2147483648)::INTEGER,
-    'device': devices[((key >> 65) & 131071)::INTEGER],
-    'step': CASE WHEN (key >> 64) & 1 = 1 THEN ((key & 18446744073709551615) - 9223372036854775808)::BIGINT END};
-
--- The lanes (the `lanes` table's columns): merged computing and communication, the communication
--- computing does not hide, and the free time of each span, from one sorted pass (`interval_lanes`)
--- over `activity` (rank, device, step, type 'Computing' or 'Communication', s, e); `devices` is
--- the sorted list of its device names. A key has lanes where its span is longer than 0.
-CREATE OR REPLACE MACRO overlap_lanes(activity, devices) AS TABLE
-WITH keyed AS (
-    SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
-    FROM query_table(activity)
-), lanes AS (
-    SELECT _unpack_key(key, devices) AS key, lane, s, e FROM interval_lanes('keyed')
-)
-SELECT key.rank AS rank, key.device AS device, key.step AS step,
-       ['Computing', 'Communication', 'Communication(Not Overlapped)', 'Free'][lane + 1] AS type, s AS ts, e - s AS dur
-FROM lanes;
+-- answers: the step breakdown from the Overlap Analysis lanes, in ns: per rank, device and step
+--   the lanes' lengths (merged computing and communication, communication not overlapped, free
+--   time) with receive ops, the span and the step's start; and the devices' Free by the rule
+--   below. Macros that finalisation runs over the lanes the lane pass made (store/lane_pass.py),
+--   stored in `lanes` and `lane_totals`.
+-- requires:
 
 -- The step breakdown from the lanes (`lanes`: the `lanes` table's columns): per rank, device and
 -- step their lengths (Communication(Not Overlapped) = |computing ∪ communication| − |computing|),
@@ -67,7 +41,7 @@ LEFT JOIN step_start h ON h.rank = l.rank AND h.step = l.step;
 -- outside every step last). So a step's Free never counts another step's kernel, and the Free of
 -- a device's keys adds up to its idle time within the union of their spans. Where a device's
 -- spans are disjoint this is each key's own Free (the gaps of its activity within its span).
--- The devices (rank, device) of `lanes` (per key, as `overlap_lanes` makes them) where two keys'
+-- The devices (rank, device) of `lanes` (per key, as the lane pass makes them) where two keys'
 -- spans share time: those whose Free `device_free` computes.
 CREATE OR REPLACE MACRO overlapping_devices(lanes) AS TABLE
 SELECT DISTINCT rank, device FROM (
@@ -124,7 +98,7 @@ ASOF JOIN windows w ON w.rank = p.rank AND w.device = p.device AND p.s >= w.s
 JOIN ranked r ON r.rank = w.rank AND r.device = w.device AND r.ord = w.ord
 WHERE p.e <= w.e;
 
--- The lanes (`lanes`: per key, as `overlap_lanes` makes them) with Free by the rule above:
+-- The lanes (`lanes`: per key, as the lane pass makes them) with Free by the rule above:
 -- `devices` as `device_free` takes it, `free` its rows for them.
 CREATE OR REPLACE MACRO device_lanes(lanes, devices, free) AS TABLE
 SELECT rank, device, step, type, ts, dur FROM query_table(lanes) l

@@ -1,6 +1,6 @@
 """The lane pass of an import (`prof_engine.store.lane_pass`: `lanes.c`, and its Python port where
-the native helpers are not built) gives the lanes the SQL macro `overlap_lanes` gives (the
-algorithm the views run for runs that do not store lanes), on random activity: nested,
+the native helpers are not built) gives the lanes the SQL oracle `overlap_lanes` gives
+(tests/data/lanes_oracle.sql: DuckDB windows, sharing nothing with the pass), on random activity: nested,
 overlapping, touching and empty intervals, equal starts, several ranks, devices and steps (NULL
 included), streamed in batches cut anywhere; and the port writes the file the C pass writes."""
 
@@ -16,16 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import fixture_path
+from conftest import REPO, fixture_path
 from prof_engine import _native
-from prof_engine._resources import data_dir
 from prof_engine.store import lane_pass
 
 needs_native = pytest.mark.skipif(_native.load() is None, reason="the native helpers are not built here")
-# the oracle: the views' macro, an independent statement of the lanes
+# the oracle: an independent statement of the lanes in SQL
 BY_MACRO = ("CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes('_lane_activity', "
             "(SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity))")
 PATHS = ["native", "python"]
+ORACLE = REPO / "tests" / "data" / "lanes_oracle.sql"
 
 
 @pytest.fixture(params=PATHS)
@@ -51,8 +51,7 @@ def _activity(rng: random.Random, n: int) -> pa.Table:
 
 def _lanes(tmp_path, activity: pa.Table, native: bool) -> list[tuple]:
     con = duckdb.connect()
-    for name in ("_intervals.sql", "_lanes.sql"):
-        con.execute((data_dir("queries") / name).read_text())
+    con.execute(ORACLE.read_text())
     con.register("_activity_arrow", activity)
     con.execute("CREATE TEMP TABLE _lane_activity AS SELECT * FROM _activity_arrow")
     if native:

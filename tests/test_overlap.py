@@ -6,16 +6,16 @@ import duckdb
 import pytest
 
 import prof_engine
-from conftest import fixture_path, load_events, write_trace, x
+from conftest import REPO, fixture_path, load_events, write_trace, x
 from prof_engine._resources import data_dir
 
 BASE = 1_700_000_000_000_000  # µs since the epoch
-UNION_A, UNION_B, B_NOT_A, GAPS = range(4)  # interval_lanes' lanes
+UNION_A, UNION_B, B_NOT_A, GAPS = range(4)  # interval_lanes' lanes (the lane pass's SQL oracle)
 
 
 def _macros() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    con.execute((data_dir("queries") / "_intervals.sql").read_text())
+    con.execute((REPO / "tests" / "data" / "lanes_oracle.sql").read_text())  # interval_lanes, overlap_lanes
     return con
 
 

@@ -109,7 +109,7 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 ON_DEMAND = ("_summary",)
 # Files of queries/ that only finalisation uses (the lanes' macros: every run stores the lanes); not
 # created when a run is opened (~19 ms of every open).
-FINALIZE_ONLY = ("_intervals", "_lanes")
+FINALIZE_ONLY = ("_lanes",)
 
 # Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
 QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"

@@ -61,9 +61,8 @@ HOST_PASS_MEMORY_SHARE, HOST_PASS_BYTES_PER_RECORD = 0.75, 28
 # DuckDB threads of one unit's finalize, at most: each holds buffers of its own within the memory
 # limit, and more threads were no faster (16 threads ran a 200 MB trace's finalize out of memory).
 FINALIZE_THREADS = 4
-# Files of queries/ that finalize.sql uses: macros only (the step lanes it stores are computed by
-# the same macros the views use for runs that do not store them).
-FINALIZE_MACROS = ("_classify.sql", "_intervals.sql", "_lanes.sql", "store/manifest.sql")
+# Files of queries/ that finalize.sql uses: macros only.
+FINALIZE_MACROS = ("_classify.sql", "_lanes.sql", "store/manifest.sql")
 
 
 @dataclass

@@ -6,10 +6,7 @@ DuckDB sorts the activity by key (rank, device, step) and start and streams it o
 that order (`prof_engine/_native/lanes.c`, or `_PythonLanes` where the native helpers are not
 built: the same algorithm, the same rows) gives each key's lanes, holding only the key's running
 reaches. The lanes go to a Parquet file beside the staged records, which the view `_lanes`
-reads (as the host pass does with `_host`). It is the algorithm of `interval_lanes`
-(queries/_intervals.sql), which the views run for runs that do not store lanes: its windows run
-on one thread, and at 329 MB of Kineto JSON (120 k kernels) the macro took ~0.25 s, the pass
-~0.05 s.
+reads (as the host pass does with `_host`).
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from prof_engine.store.host_pass import BATCH_ROWS, FILE_OPTIONS, _int64, _Lanes
 KEY = ("rank", "device", "step")
 SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
           "ORDER BY rank, device, step NULLS FIRST, s")
-# the lanes' names by number, as `overlap_lanes` (queries/_lanes.sql) names them
+# the lanes' names by number
 TYPES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 SCHEMA = pa.schema([("rank", pa.int32()), ("device", pa.string()), ("step", pa.int64()), ("type", pa.string()),
                     ("ts", pa.int64()), ("dur", pa.int64())])

@@ -52,9 +52,8 @@
 --   5. The derived tables `lane_totals` and `lanes`: the step breakdown's lane lengths and the
 --      Overlap Analysis lanes per device and step, from the records as finalised, with the macros
 --      of queries/_lanes.sql (loaded before this script); views read them as stored. The lanes
---      are one pass over the activity sorted by device, step and start (prof_engine.store.lane_pass,
---      in C; the macro `interval_lanes`' windows run on one thread, and took 5x as long); their
---      lengths are the macro `step_lanes`.
+--      are one pass over the activity sorted by device, step and start (prof_engine.store.lane_pass);
+--      their lengths are the macro `step_lanes`.
 --      Whole only where the staged records are every record of their ranks (an import unit).
 --   6. A device task's launch is timed by the API call of its rank with its correlation id that
 --      started latest (CANN's layers may share an id: the innermost): its name, start and

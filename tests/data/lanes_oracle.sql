@@ -1,9 +1,8 @@
--- view: _intervals
--- answers: interval algebra over (key, b, s, e) rows of two classes of intervals (b false and b
---   true) — the lanes of their unions, difference and gaps — written once and
---   used by the overlap analysis. `key` is any grouping value (a STRUCT of rank, device, step, say);
---   intervals are half-open [s, e) in ns.
--- requires:
+-- The SQL oracle of the lane pass (prof_engine/store/lane_pass.py, prof_engine/_native/lanes.c):
+-- interval algebra over (key, b, s, e) rows of two classes of intervals (b false and b true), the
+-- lanes of their unions, difference and gaps, from DuckDB windows. An implementation that shares
+-- nothing with the pass, for tests only: the product computes lanes once, in the pass.
+-- Intervals are half-open [s, e) in ns.
 
 -- A value packed with its key's number `kb` (`number << 64`) above it, exactly; and unpacked: NULL
 -- where the packed value is the key's number alone (nothing yet) or belongs to an earlier key.
@@ -86,3 +85,29 @@ WITH keys AS (
 SELECT k.key, l.lane, l.s, l.e FROM lanes l JOIN keys k USING (kb)
 WHERE CASE WHEN (SELECT bool_and(in_order) FROM last) IS NOT false THEN true
            ELSE error('interval_lanes: rows reached the running maximum out of order') END;
+
+-- The interval passes partition and sort by one integer key, which DuckDB's windows handle far
+-- faster than a STRUCT with text in it: rank, the device's number in the run's sorted device list
+-- and step (NULL apart from every step) packed into one HUGEINT, exactly; _unpack_key unpacks it.
+CREATE OR REPLACE MACRO _pack_key(rank, device_no, step) AS
+    ((rank::HUGEINT + 2147483648) << 82) + (device_no::HUGEINT << 65)
+    + ((step IS NOT NULL)::INTEGER::HUGEINT << 64) + (coalesce(step, 0)::HUGEINT + 9223372036854775808);
+CREATE OR REPLACE MACRO _unpack_key(key, devices) AS {
+    'rank': ((key >> 82) - 2147483648)::INTEGER,
+    'device': devices[((key >> 65) & 131071)::INTEGER],
+    'step': CASE WHEN (key >> 64) & 1 = 1 THEN ((key & 18446744073709551615) - 9223372036854775808)::BIGINT END};
+
+-- The lanes (the `lanes` table's columns): merged computing and communication, the communication
+-- computing does not hide, and the free time of each span, from one sorted pass (`interval_lanes`)
+-- over `activity` (rank, device, step, type 'Computing' or 'Communication', s, e); `devices` is
+-- the sorted list of its device names. A key has lanes where its span is longer than 0.
+CREATE OR REPLACE MACRO overlap_lanes(activity, devices) AS TABLE
+WITH keyed AS (
+    SELECT _pack_key(rank, list_position(devices, device), step) AS key, type = 'Communication' AS b, s, e
+    FROM query_table(activity)
+), lanes AS (
+    SELECT _unpack_key(key, devices) AS key, lane, s, e FROM interval_lanes('keyed')
+)
+SELECT key.rank AS rank, key.device AS device, key.step AS step,
+       ['Computing', 'Communication', 'Communication(Not Overlapped)', 'Free'][lane + 1] AS type, s AS ts, e - s AS dur
+FROM lanes;
