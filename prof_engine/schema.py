@@ -146,16 +146,15 @@ def reference_markdown() -> str:
         "A run is a directory: `manifest.json` plus one hive-partitioned Parquet dataset per table, "
         "`<table>/device=<d>/part-*.parquet`, the step a column (NULL: outside every step). A device's "
         "files each hold a range of steps, in step order, so a step filter skips the others by their "
-        "statistics. Runs of schema 1.0 may have a directory per step, "
-        "`<table>/device=<d>/step=<n>/part-*.parquet` (`step=__HIVE_DEFAULT_PARTITION__`: outside every "
-        "step); they read the same. Times are int64 ns since the Unix epoch; durations int64 ns.",
+        "statistics. Runs of schema 1.x are read only by `prof-engine upgrade`, which rewrites them in "
+        "this layout. Times are int64 ns since the Unix epoch; durations int64 ns.",
         "",
     ]
     for t in tables().values():
         where = "" if t.stored else " Not stored: built when a run is opened."
         if t.sort_by:
             where += (f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
-                      f"{' and '.join(t.partition_keys)} (schema 1.4 on).")
+                      f"{' and '.join(t.partition_keys)}.")
         lines += [f"## `{t.name}`", "", t.description + where, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
         for c in t.columns:
             lines.append(f"| `{c.name}` | {c.type} | {c.unit} | {'yes' if c.nullable else ''} | {c.description} |")
