@@ -21,7 +21,7 @@ import pytest
 import prof_engine
 from conftest import fixture_path, load_events, write_trace, x
 from prof_engine import _native
-from prof_engine.importers import chrome, scan
+from prof_engine.importers import chrome, chunkconv, pychunks, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
 
 CATAPULT = {
@@ -216,21 +216,22 @@ def test_native_and_python_paths_pair_alike(tmp_path, monkeypatch, chunk_bytes, 
     path = write_trace(tmp_path / "t.json", _paired_events())
     monkeypatch.setattr(scan, "CAP", cap)
 
-    def convert(native: bool) -> dict:
+    def convert(native: bool | None) -> dict:
+        """`chunkconv` over the native (True) or Python (False) chunks, or event by event (None)."""
         rows: dict[str, list] = {}
         reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
         conv = chrome.ChromeConverter(0, lambda t, b: rows.setdefault(t, []).extend(b.to_pylist()))
-        if native:
-            for chunk in scan.Scanner(reader).chunks():
-                chrome.chunkconv.feed(conv, chunk)
-        else:
+        if native is None:
             for events in reader.chunks():
                 conv.feed(events)
+        else:
+            for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
+                chunkconv.feed(conv, chunk)
         conv.finish()
         return {"findings": chrome.anomalies(conv), **rows}
 
-    native, python = convert(True), convert(False)
-    assert native == python
+    native = convert(True)
+    assert native == convert(False) == convert(None)
     slices = {(r["name"], r["tid"]): r["dur"] for r in native["slices"]}
     assert slices[("open forever", "1")] == 65_000 and slices[("req", "async:net:0x1")] == 3_000
     assert slices[("inner", "async:net:0x1")] == 2_000 and slices[("g", "async:net:7")] == 4_000

@@ -1,8 +1,10 @@
-"""The native scanner path (C scanner + Arrow conversion) gives the same run as the pure-Python path.
+"""The native scanner gives the columns the pure-Python chunks give, and so the same run.
 
-Every table of the run store is compared row for row between the two paths, on real Kineto
-traces and on synthetic traces full of odd events; reads are cut at every kind of place (inside
-strings, numbers, escapes, between events, inside the scanner's table of events).
+The columnar converter (`chunkconv`) reads chunks from the C scanner (`scan.Chunk`) or, without
+it, from the decoded events (`pychunks.Chunk`): their columns are compared key by key and mode by
+mode, and every table of the run store row for row, on real Kineto traces and on synthetic traces
+full of odd events, also against the converter's event-by-event code; reads are cut at every kind
+of place (inside strings, numbers, escapes, between events, inside the scanner's table of events).
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import prof_engine
 from conftest import fixture_path, write_trace, x
 from prof_engine import _native, importers, schema
 from prof_engine.errors import InputError
-from prof_engine.importers import chrome, scan
+from prof_engine.importers import chrome, chunkconv, pychunks, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
+from prof_engine.importers.keys import ARGS_KEYS, TOP_KEYS
 
 pytestmark = pytest.mark.skipif(_native.load() is None, reason="no C compiler here: the native scanner is not built")
 
@@ -164,21 +169,73 @@ def test_real_kineto_traces_same_run(tmp_path, monkeypatch, folder):
     assert native == python and native["slices"]
 
 
-def _convert(path: Path, native: bool, chunk_bytes: int) -> dict[str, list]:
+def _convert(path: Path, native: bool | None, chunk_bytes: int) -> dict[str, list]:
+    """The converter's rows of `path`: `chunkconv` over the native scanner's chunks (True) or the
+    pure-Python ones (False), or its event-by-event code (None)."""
     rows: dict[str, list] = {}
 
     def sink(table, batch):
         rows.setdefault(table, []).extend(batch.to_pylist())
     reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
     conv = chrome.ChromeConverter(0, sink)
-    if native:
-        for chunk in scan.Scanner(reader).chunks():
-            chrome.chunkconv.feed(conv, chunk)
-    else:
+    if native is None:
         for events in reader.chunks():
             conv.feed(events)
+    else:
+        for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
+            chunkconv.feed(conv, chunk)
     conv.finish()
     return {"header": reader.header, "counts": conv.counts, "lanes": conv.lanes, **rows}
+
+
+# Every key in every mode the scanner gives it (US only for times: other values are not µs), but
+# RAW of `ph` and `name`: absent, they are "" in `Event`, which the Python chunks encode again.
+_MODES = [(k, m) for k in TOP_KEYS + ARGS_KEYS for m in (scan.RAW, scan.TEXT, scan.INT)
+          if not (m == scan.RAW and k in ("ph", "name"))] + [("ts", scan.US), ("dur", scan.US)]
+_DECODED = ("cat", "pid", "tid", "id", "s")  # RAW: the Python chunks' is the value encoded again
+
+
+def _agreed(key: str, mode: int, col: pa.Array) -> list:
+    """What both chunk sources give of a column: all of it, but whether a decoded key's RAW text
+    is there, and "" for an absent `ph` or `name` (`Event`'s default)."""
+    if mode == scan.RAW and key in _DECODED:
+        return pc.is_valid(col).to_pylist()
+    return (pc.fill_null(col, "") if key in ("ph", "name") and mode == scan.TEXT else col).to_pylist()
+
+
+def _columns(path: Path, native: bool, chunk_bytes: int) -> dict[tuple[str, int], list]:
+    """Each key's column in each mode over the whole file, from the native or the Python chunks."""
+    reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
+    got: dict[tuple[str, int], list] = {m: [] for m in _MODES}
+    for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
+        rows = pa.array(range(0, chunk.n, 2), pa.int64())  # the `rows` argument, on every other event
+        for key, mode in _MODES:
+            col = chunk.column(key, mode)
+            assert _agreed(key, mode, chunk.column(key, mode, rows)) == _agreed(key, mode, col.take(rows))
+            got[key, mode] += _agreed(key, mode, col)
+    return got
+
+
+@pytest.mark.parametrize("chunk_bytes, cap", [(100, 2), (4096, 5), (1 << 20, 1 << 15)])
+def test_python_chunks_have_the_native_columns(tmp_path, monkeypatch, chunk_bytes, cap):
+    """Column by column, in every mode: the pure-Python chunks of odd events (escapes, literals,
+    numbers as text, nested args, args that are no object, absent and null values) equal the
+    native scanner's, also when chunks are cut elsewhere than the scanner's."""
+    path = tmp_path / "t.json"
+    events = _odd_events() + [{**x("e", BASE, 1), "args": [1, {"Bytes": 2}]}, {**x("f", BASE, 1), "args": 5},
+                              x("g", BASE, 1, **{"Bytes": "0x10", "Device Id": None, "Addr": 2**63, "stream": " 7"})]
+    path.write_text(json.dumps({"traceEvents": events * 3}, indent=1, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(scan, "CAP", cap)
+    native, python = _columns(path, True, chunk_bytes), _columns(path, False, chunk_bytes)
+    for key, mode in _MODES:
+        assert native[key, mode] == python[key, mode], (key, mode)
+    assert python["Bytes", scan.INT][-1] == 16 and python["Addr", scan.INT][-1] is None
+
+
+def test_real_kineto_trace_same_columns():
+    path = next(p for p in fixture_path("kineto", "hta_nccl_parser_rank0_ws2").iterdir() if ".json" in p.name)
+    native, python = _columns(path, True, 8 << 20), _columns(path, False, 8 << 20)
+    assert native == python and len(native["ph", scan.TEXT]) > 10_000
 
 
 @pytest.mark.parametrize("raw_utf8", [False, True], ids=["escaped", "raw-utf8"])
@@ -191,7 +248,8 @@ def test_any_read_size_and_table_size(tmp_path, monkeypatch, chunk_bytes, cap, r
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events * 3, "traceName": "x]}"}, indent=1,
                                ensure_ascii=not raw_utf8), encoding="utf-8")
     monkeypatch.setattr(scan, "CAP", cap)
-    assert _convert(path, True, chunk_bytes) == _convert(path, False, chunk_bytes)
+    native = _convert(path, True, chunk_bytes)
+    assert native == _convert(path, False, chunk_bytes) == _convert(path, None, chunk_bytes)
 
 
 @pytest.mark.parametrize("closing", ["]", "", ",\n"])
@@ -199,14 +257,14 @@ def test_array_form_with_or_without_closing_bracket(tmp_path, closing):
     path = tmp_path / "t.json"
     path.write_text("[" + ",\n".join(json.dumps(e) for e in _odd_events()) + closing)
     got = _convert(path, True, 64)
-    assert got == _convert(path, False, 64) and got["header"] == {}
+    assert got == _convert(path, False, 64) == _convert(path, None, 64) and got["header"] == {}
 
 
 def test_gzip(tmp_path):
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": _odd_events(), "baseTimeNanoseconds": 5}).encode()))
     got = _convert(path, True, 1000)
-    assert got == _convert(path, False, 1000) and got["header"] == {"baseTimeNanoseconds": 5}
+    assert got == _convert(path, False, 1000) == _convert(path, None, 1000) and got["header"] == {"baseTimeNanoseconds": 5}
 
 
 @pytest.mark.parametrize(
@@ -231,8 +289,9 @@ def test_bad_input_is_one_clear_error(tmp_path, text, message):
     with pytest.raises(InputError, match=message) as info:
         _convert(path, True, 16)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
-    with pytest.raises(InputError):  # the pure-Python path refuses it too
-        _convert(path, False, 16)
+    for native in (False, None):  # the pure-Python paths refuse it too
+        with pytest.raises(InputError):
+            _convert(path, native, 16)
 
 
 def test_utf8_text_same_run(tmp_path, monkeypatch):

@@ -6,37 +6,26 @@ begins and ends), `i`/`I`/`n`/`T`/`p` instants (Kineto `[memory]` events become 
 `C` counters, `s`/`t`/`f` flows, `M` metadata (process and thread names, kept as lanes).
 Times stay relative to the file's clock here; the store adds `baseTimeNanoseconds` and the rank,
 known only once the whole file is read (those keys may follow the events).
+
+The base converter's chunks go to the columnar converter (`chunkconv`), read by the native scanner
+(`scan`) or, without it, by `pychunks`; it calls back here for the rare events (metadata, counters,
+marks, B/E pairs). Subclasses that override a per-event hook (Ascend, msprof) convert event by event.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from itertools import compress
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import msgspec
 import pyarrow as pa
 
 from prof_engine import schema
-from prof_engine.importers import chunkconv, classify, scan
+from prof_engine.importers import chunkconv, classify, pychunks, scan
 from prof_engine.importers import keys as K
-from prof_engine.importers.columns import (
-    _MEMORY_ARGS,
-    _NO_MEMORY_ARGS,
-    _SHAPES,
-    _TYPES,
-    _decode_slice_args,
-    _field,
-    _gpu,
-    _ints,
-    _kinds,
-    _memo_column,
-    _positions,
-    _SliceArgs,
-    _texts,
-)
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.keys import (  # _int, _text, shapes_text: other importers take them from here
     _int,
@@ -45,8 +34,8 @@ from prof_engine.importers.keys import (  # _int, _text, shapes_text: other impo
     _types_text,
     shapes_text,
 )
-from prof_engine.importers.pairing import PAIRED_PHASES, Pairing
-from prof_engine.importers.units import us_text_to_ns, us_texts_to_ns
+from prof_engine.importers.pairing import Pairing
+from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store.quality import add_finding
 
 Sink = Callable[[str, pa.RecordBatch], None]
@@ -100,10 +89,7 @@ _ARGS = msgspec.json.Decoder(Args)
 _NO_ARGS = Args()
 
 
-_FLOW_PHASES = frozenset("stf")
-_INSTANT_PHASES = frozenset("iIn")
 _EVENT_HOOKS = ("describe", "after_slice", "point_device", "_slice", "_flow", "_instant", "_memory")
-_COLUMNAR_PHASES = frozenset({"X"}) | _FLOW_PHASES | _INSTANT_PHASES
 
 
 class Described(NamedTuple):
@@ -171,21 +157,14 @@ class ChromeConverter:
         self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
         self.unknown_categories: Counter[str] = Counter()  # slices of kind "other" by unknown category
         self.out_of_range: dict[str, list] = {}  # "time" / "step" -> [count, the first's detail]
-        # The columnar fast path reproduces the base class's per-event hooks; a subclass that
-        # overrides any of them (Ascend, msprof) keeps the event-by-event path.
+        # The columnar converter (`chunkconv`) reproduces the base class's per-event hooks; a
+        # subclass that overrides any of them (Ascend, msprof) takes its events one by one (`feed`).
         self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
 
     def feed(self, events: list[Event]) -> None:
-        phases = _field(events, "ph")
-        counts = Counter(phases)
-        if self.columnar and PAIRED_PHASES.isdisjoint(counts):
-            self._feed_columnar(events, phases, counts)
-            if self.pairing.thread_end:  # threads with an open B: how far they run
-                for ev in events:
-                    self.pairing.see_event(ev)
-        else:
-            self.dispatch(events)
-        for ph, n in counts.items():
+        """The event-by-event conversion of a chunk (subclasses; `chunkconv.feed` for the base class)."""
+        self.dispatch(events)
+        for ph, n in Counter(map(attrgetter("ph"), events)).items():
             self.counts[ph] = self.counts.get(ph, 0) + n
         for t in self.tables.values():
             if len(t) >= BATCH_ROWS:
@@ -208,29 +187,6 @@ class ChromeConverter:
                 "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
                 "M": self._meta, "b": paired.async_event, "e": paired.async_event, "S": paired.async_event,
                 "F": paired.async_event, "T": self._instant, "p": self._instant}
-
-    def _feed_columnar(self, events: list[Event], phases: list[str], counts: Counter[str]) -> None:
-        """The plain Chrome/Kineto chunk: X slices and flows (~90 % of a Kineto trace) are built a
-        column at a time, the rest event by event. Only B/E pairs interleave slice ids with other
-        events, so chunks with them take the event-by-event path; otherwise each table gets the
-        same rows in the same order (ids included) as `_slice` / `_flow` would give it."""
-        n_slices, n_flows, n_instants = (sum(map(counts.get, ps, [0] * len(ps)))
-                                         for ps in ("X", _FLOW_PHASES, _INSTANT_PHASES))
-        slices = events if n_slices == len(events) else list(compress(events, map("X".__eq__, phases)))
-        flows = list(compress(events, map(_FLOW_PHASES.__contains__, phases))) if n_flows else []
-        instants = list(compress(events, map(_INSTANT_PHASES.__contains__, phases))) if n_instants else []
-        if n_slices + n_flows + n_instants < len(events):
-            handlers = self._handlers()
-            for ev in events:
-                h = handlers.get(ev.ph) if ev.ph not in _COLUMNAR_PHASES else None
-                if h is not None:
-                    h(ev)
-        if slices:
-            self._slice_columns(slices)
-        if flows:
-            self._flow_columns(flows)
-        if instants:
-            self._instant_columns(instants)
 
     def add_row(self, table: str, values: dict[str, Any]) -> None:
         """Append one row to `table` (columns missing from `values` are NULL), flushing full buffers."""
@@ -323,153 +279,6 @@ class ChromeConverter:
         else:
             c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
-
-    def _slice_columns(self, events: list[Event]) -> None:
-        """`_slice` with the base `describe` and `after_slice` over a chunk's X events, a column
-        at a time: the same rows, ids and comm rows, with per-value work done once per column."""
-        read_ts = us_texts_to_ns(_field(events, "ts"))
-        cats = _texts(_field(events, "cat"))
-        skipped = list(map(classify.is_skipped_category, cats))
-        if None in read_ts or True in skipped:
-            keep = [i for i, (t, skip) in enumerate(zip(read_ts, skipped)) if t is not None and not skip]
-            events, read_ts, cats = [events[i] for i in keep], [read_ts[i] for i in keep], [cats[i] for i in keep]
-        ts = cast("list[int]", read_ts)  # the unreadable (None) ones are left out above
-        durs = us_texts_to_ns(_field(events, "dur"))
-        if ts and (min(ts) <= -classify.TS_LIMIT or max(ts) >= classify.TS_LIMIT
-                   or max(filter(None, durs), default=0) > classify.DUR_LIMIT):  # slices outside any run: dropped
-            bad = [i for i, (t, d) in enumerate(zip(ts, durs))
-                   if not -classify.TS_LIMIT < t < classify.TS_LIMIT or (d or 0) > classify.DUR_LIMIT]
-            self.out_of_range_seen("time", len(bad), _text(events[bad[0]].name) or "", ts[bad[0]], durs[bad[0]])
-            keep = sorted(set(range(len(ts))).difference(bad))
-            events, ts = [events[i] for i in keep], [ts[i] for i in keep]
-            cats, durs = [cats[i] for i in keep], [durs[i] for i in keep]
-        if not events:
-            return
-        raws = list(map(args_text, events))
-        args = _decode_slice_args(raws)
-        read_names = _texts(_field(events, "name"))
-        names = [v or "" for v in read_names] if None in read_names else cast("list[str]", read_names)
-        n, first = len(events), self.seq + 1
-        on_device = list(compress(range(n), map(classify.is_device_category, cats)))
-        devices = ["host"] * n
-        streams: list[int | None] = [None] * n
-        for i in on_device:
-            devices[i], streams[i] = _gpu(args[i], events[i]), _int(args[i].stream)
-        collective = _field(args, "collective")
-        c = self.tables["slices"].cols
-        c["id"].extend(range(first, first + n))
-        c["rank"].extend([self.file_index] * n)
-        c["device"].extend(devices)
-        self._kind_columns(c, cats, names, collective, self.unknown_categories)
-        if "ProfilerStep#" in "\0".join(names):  # (a C-level search: steps are in few chunks)
-            for name in names:
-                if name.startswith("ProfilerStep#") and classify.step_out_of_range(name):
-                    self.out_of_range_seen("step", 1, name)
-        c["name"].extend(names)
-        c["category"].extend(cats)
-        c["ts"].extend(ts)
-        if None in durs or min(cast("list[int]", durs), default=0) < 0:  # (no None when min runs)
-            self.negative_durations += sum(1 for d in durs if d is not None and d < 0)
-            durs = [max(d or 0, 0) for d in durs]
-        c["dur"].extend(durs)
-        c["pid"].extend(_texts(_field(events, "pid")))
-        c["tid"].extend(_texts(_field(events, "tid")))
-        c["stream"].extend(streams)
-        c["correlation"].extend(_ints(_field(args, "correlation")))
-        external = _ints(_field(args, "external_id"))
-        if None in external:  # Kineto's device and runtime records of 2021 spell it `external id`
-            external = [e if e is not None else _int(a.external_id_2021) for e, a in zip(external, args)]
-        c["external_id"].extend(external)
-        nones = [None] * n
-        for k in ("op_type", "task_type", *FINALIZED):
-            c[k].extend(nones)
-        c["input_shapes"].extend(_memo_column(_SHAPES, list(map(bytes, _field(args, "input_dims"))), shapes_text))
-        c["input_types"].extend(_memo_column(_TYPES, list(map(bytes, _field(args, "input_type"))), _types_text))
-        texts = list(map(bytes.decode, raws))
-        c["args"].extend([t or None for t in texts] if b"" in raws else texts)
-        self._comm_columns(args, raws, devices, collective, first)
-        self.seq = first + n - 1
-
-    @staticmethod
-    def _kind_columns(c: dict[str, list], cats: list[str | None], names: list[str], collective: list,
-                      unknown: Counter[str]) -> None:
-        """The kind and step columns: `classify.kind_of` once per distinct (category, name), then
-        the few rows with a `Collective name` arg redone (they may be comm kernels); the rows of
-        kind "other" counted in `unknown` by category where no table of `classify` knows it."""
-        kinds = _kinds(cats, names)
-        if collective.count(None) < len(collective):
-            for i, coll in enumerate(collective):
-                if coll is not None:
-                    kinds[i] = classify.kind_of(cats[i], names[i], True)
-        others = _positions(kinds, "other")
-        if others:
-            unknown.update(cat for cat in map(cats.__getitem__, others) if classify.is_unknown_category(cat))
-        steps: list[int | None] = [None] * len(kinds)
-        for i in _positions(kinds, "step"):
-            steps[i] = classify.step_number(names[i])
-        c["kind"].extend(kinds)
-        c["step"].extend(steps)
-
-    def _comm_columns(self, args: list[_SliceArgs], raws: list[bytes], devices: list[str], collective: list,
-                      first: int) -> None:
-        """`after_slice` for the chunk: comm rows for slices with collective or process-group args."""
-        groups = [a.pg_name for a in args]
-        if collective.count(None) == len(args) and groups.count(None) == len(args):
-            return
-        for i, (coll, group) in enumerate(zip(collective, groups)):
-            if coll is not None or group is not None:
-                self.seq = first + i
-                self._comm(_ARGS.decode(raws[i]), devices[i])
-
-    def _flow_columns(self, events: list[Event]) -> None:
-        """`_flow` (base `point_device`: the host) over a chunk's flow events, a column at a time."""
-        ts = us_texts_to_ns(_field(events, "ts"))
-        ids = _field(events, "id")
-        if None in ts or None in ids:
-            keep = [i for i, (t, fid) in enumerate(zip(ts, ids)) if t is not None and fid is not None]
-            events, ts, ids = [events[i] for i in keep], [ts[i] for i in keep], [ids[i] for i in keep]
-        n = len(events)
-        c = self.tables["flows"].cols
-        c["rank"].extend([self.file_index] * n)
-        c["device"].extend(["host"] * n)
-        c["step"].extend([None] * n)
-        c["category"].extend([v or "" for v in _texts(_field(events, "cat"))])
-        c["flow_id"].extend(_texts(ids))
-        c["phase"].extend(_field(events, "ph"))
-        c["ts"].extend(ts)
-        c["pid"].extend(_texts(_field(events, "pid")))
-        c["tid"].extend(_texts(_field(events, "tid")))
-
-    def _instant_columns(self, events: list[Event]) -> None:
-        """`_instant` over a chunk's instants: `[memory]` ones (allocator events, most of them in a
-        Kineto trace) a column at a time, marks one by one."""
-        ts = us_texts_to_ns(_field(events, "ts"))
-        names = [v or "" for v in _texts(_field(events, "name"))]
-        memory = [i for i, (t, nm) in enumerate(zip(ts, names)) if t is not None and nm == "[memory]"]
-        for ev, t, nm in zip(events, ts, names):
-            if t is not None and nm != "[memory]":
-                self._mark(ev, t, nm)
-        if not memory:
-            return
-        raws = [args_text(events[i]) for i in memory]
-        present = [r for r in raws if r]
-        decoded = iter(_MEMORY_ARGS.decode(b"[" + b",".join(present) + b"]") if present else [])
-        args = [next(decoded) if r else _NO_MEMORY_ARGS for r in raws]
-        nbytes = _ints([a.nbytes for a in args])
-        rows = [(events[i], ts[i], a, nb) for i, a, nb in zip(memory, args, nbytes) if nb is not None]
-        n = len(rows)
-        c = self.tables["memory_events"].cols
-        c["rank"].extend([self.file_index] * n)
-        c["device"].extend([_memory_device(a) for _, _, a, _ in rows])
-        c["step"].extend([None] * n)
-        c["ts"].extend([t for _, t, _, _ in rows])
-        c["pid"].extend(_texts([ev.pid for ev, _, _, _ in rows]))
-        c["tid"].extend(_texts([ev.tid for ev, _, _, _ in rows]))
-        c["op_name"].extend([None] * n)
-        c["addr"].extend(_ints([a.addr for _, _, a, _ in rows]))
-        c["bytes"].extend([nb for _, _, _, nb in rows])
-        c["total_allocated"].extend(_ints([a.total_allocated for _, _, a, _ in rows]))
-        c["total_reserved"].extend(_ints([a.total_reserved for _, _, a, _ in rows]))
 
     def point_device(self, ev: Event) -> str:
         """Device of an instant, counter or flow event (Chrome traces: the host)."""
@@ -603,8 +412,8 @@ def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[in
     """Stream one Chrome trace file into `sink`; return (header keys, lanes, event counts by phase)."""
     reader = ChromeTraceReader(path, progress=progress)
     conv = ChromeConverter(file_index, sink)
-    if conv.columnar and scan.available():  # the native scanner, straight to Arrow columns
-        for chunk in scan.Scanner(reader).chunks():
+    if conv.columnar:  # one columnar converter, whatever reads the bytes
+        for chunk in scan.Scanner(reader).chunks() if scan.available() else pychunks.chunks(reader):
             chunkconv.feed(conv, chunk)
     else:
         for events in reader.chunks():

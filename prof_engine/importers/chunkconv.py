@@ -1,18 +1,19 @@
-"""A scanned chunk of Chrome/Kineto events (`scan.Chunk`) → canonical record batches, in Arrow.
+"""The columnar converter of Chrome/Kineto events: a chunk → canonical record batches, in Arrow.
 
-The native counterpart of `ChromeConverter._feed_columnar`: the same rows, ids, comm rows and
-counts, but each column is built by Arrow compute from the scanner's columns, never as Python
-lists. Per-value work that Arrow cannot express (the kind of a (category, name) pair, shapes
-text, memory device names) is done once per distinct value on the column's dictionary.
-Rare rows (metadata, counters, marks, B/E pairs, comm details) go through the converter's
-per-event code with events decoded from their own JSON text.
+Every plain chunk (the base `ChromeConverter`'s, whatever read its bytes: the native scanner's
+`scan.Chunk` or the pure-Python `pychunks.Chunk`) comes here: each column is built by Arrow compute
+from the chunk's columns, never as Python lists, with the same rows, ids, comm rows, counts and
+findings as the converter's per-event code gives. Per-value work that Arrow cannot express (the
+kind of a (category, name) pair, shapes text, memory device names) is done once per distinct
+value on the column's dictionary. Rare rows (metadata, counters, marks, B/E pairs, comm details)
+go through the converter's per-event code with the chunk's events.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import pyarrow as pa
@@ -21,12 +22,24 @@ import pyarrow.compute as pc
 from prof_engine import schema
 from prof_engine.importers import classify
 from prof_engine.importers import keys as K
+from prof_engine.importers.jsonstream import Event
 from prof_engine.importers.keys import _memory_device, _types_text, shapes_text
 from prof_engine.importers.pairing import PAIRED_PHASES
-from prof_engine.importers.scan import INT, RAW, TEXT, US, Chunk
+from prof_engine.importers.scan import INT, RAW, TEXT, US
 
 if TYPE_CHECKING:
     from prof_engine.importers.chrome import ChromeConverter
+
+
+class Chunk(Protocol):
+    """What `feed` reads of a chunk of events (`scan.Chunk`, `pychunks.Chunk`): the values of an
+    event or `args` key (`keys.TOP_KEYS`, `keys.ARGS_KEYS`) in a mode (`scan.RAW`, TEXT, INT, US),
+    for all events or the given rows; and the events themselves, decoded."""
+
+    def column(self, key: str, mode: int = TEXT, rows: pa.Array | None = None) -> pa.Array: ...
+
+    def events(self, rows: list[int] | None = None) -> list[Event]: ...
+
 
 # Value sets for `is_in`, built on first use: building an Arrow array from Python values makes
 # pyarrow import pandas (~0.2 s, ~40 MB), which `import prof_engine` should not pay.

@@ -1,9 +1,10 @@
 """The keys of a Chrome/Kineto event that the converters read, spelled once, and how their values read.
 
 `TOP_KEYS` are an event's own keys, `ARGS_KEYS` keys of its `args` object: the native scanner
-(`scan`) records where their values lie, the columnar converter (`chunkconv`) and the per-event
-one (`chrome.Args`) read them by these names. The value readings below (`_int`, `_text`, Kineto's
-shapes and types text, a `[memory]` event's device) serve every Chrome-family importer.
+(`scan`) records where their values lie, the pure-Python chunk source (`pychunks`) takes them from
+the decoded events, the columnar converter (`chunkconv`) and the per-event one (`chrome.Args`) read
+them by these names. The value readings below (`_int`, `_text`, Kineto's shapes and types text, a
+`[memory]` event's device) serve every Chrome-family importer.
 """
 
 from __future__ import annotations
