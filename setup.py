@@ -19,8 +19,9 @@ from setuptools.command.build_py import build_py
 NATIVE = Path("prof_engine", "_native")
 SOURCES = ["module.c", "scan.c", "host_pass.c", "lanes.c"]
 DATA = ("schemas", "queries")
-NO_COMPILER = ("prof-engine: no C compiler (cc/gcc/clang); installing without the native helpers: "
-               "trace imports run ~3x slower")
+NO_COMPILER = (
+    "prof-engine: no C compiler (cc/gcc/clang); installing without the native helpers: trace imports run ~3x slower"
+)
 
 
 class BuildExt(build_ext):
@@ -47,7 +48,8 @@ class BuildPy(build_py):
 
 
 setup(
-    ext_modules=[Extension("prof_engine._native._ext", [str(NATIVE / s) for s in SOURCES],
-                           depends=[str(NATIVE / "native.h")])],
+    ext_modules=[
+        Extension("prof_engine._native._ext", [str(NATIVE / s) for s in SOURCES], depends=[str(NATIVE / "native.h")])
+    ],
     cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
 )

@@ -52,10 +52,26 @@ def generate(workdir: Path, ranks: int, mb: int, gen_jobs: int) -> list[Path]:
 
         def one(r: int) -> None:
             tmp = files[r].with_suffix(".tmp")
-            subprocess.run([sys.executable, str(HERE / "gen_kineto.py"), "--mb", str(mb), "-o", str(tmp),
-                            "--rank", str(r), "--world-size", str(ranks), "--seed", str(r)],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(HERE / "gen_kineto.py"),
+                    "--mb",
+                    str(mb),
+                    "-o",
+                    str(tmp),
+                    "--rank",
+                    str(r),
+                    "--world-size",
+                    str(ranks),
+                    "--seed",
+                    str(r),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             tmp.rename(files[r])
+
         with ThreadPoolExecutor(gen_jobs) as pool:
             list(pool.map(one, missing))
     return files
@@ -77,8 +93,11 @@ print(json.dumps({"wall": wall, "cpu": self_.ru_utime + self_.ru_stime + kids.ru
 
 
 def measure(files: list[Path], out: Path, jobs: int) -> dict:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps([str(f) for f in files]), str(out), str(jobs)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, json.dumps([str(f) for f in files]), str(out), str(jobs)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     root = psutil.Process(proc.pid)
     peak_tree = peak_pss = peak_worker = 0
     while proc.poll() is None:
@@ -102,8 +121,13 @@ def measure(files: list[Path], out: Path, jobs: int) -> dict:
     if proc.returncode:
         raise SystemExit(f"import with --jobs {jobs} failed (exit {proc.returncode})")
     size = sum(f.stat().st_size for f in out.rglob("*.parquet"))
-    return {**result, "peak_tree": max(peak_tree, result["self_rss"]), "peak_pss": peak_pss, "peak_worker": peak_worker,
-            "store": size}
+    return {
+        **result,
+        "peak_tree": max(peak_tree, result["self_rss"]),
+        "peak_pss": peak_pss,
+        "peak_worker": peak_worker,
+        "store": size,
+    }
 
 
 def pss_bytes(pid: int) -> int:
@@ -125,8 +149,10 @@ def main() -> None:
     files = generate(args.workdir, args.ranks, args.mb, cores)
     total = sum(f.stat().st_size for f in files)
     per_file_bound = max(300 * MB, 0.5 * total / len(files))
-    print(f"{len(files)} rank files, {total / MB:,.0f} MB uncompressed; {cores} cores; "
-          f"per-file memory bound {per_file_bound / MB:,.0f} MB")
+    print(
+        f"{len(files)} rank files, {total / MB:,.0f} MB uncompressed; {cores} cores; "
+        f"per-file memory bound {per_file_bound / MB:,.0f} MB"
+    )
     rows = []
     base = None
     for jobs in jobs_list:
@@ -134,21 +160,42 @@ def main() -> None:
         r = measure(files, out, jobs)
         base = base or r["wall"]
         bound = min(jobs, len(files)) * per_file_bound
-        rows.append((jobs, r["wall"], total / MB / r["wall"], base / r["wall"], r["cpu"], r["peak_tree"] / MB,
-                     r["peak_pss"] / MB, r["peak_worker"] / MB, bound / MB, r["peak_tree"] <= bound,
-                     r["peak_pss"] <= bound, r["store"] / r["events"]))
-        print(f"  jobs {jobs}: {r['wall']:.1f} s, {r['ranks']} ranks, {r['events']:,} events, "
-              f"skipped {r['skipped'] or 'none'}", flush=True)
+        rows.append(
+            (
+                jobs,
+                r["wall"],
+                total / MB / r["wall"],
+                base / r["wall"],
+                r["cpu"],
+                r["peak_tree"] / MB,
+                r["peak_pss"] / MB,
+                r["peak_worker"] / MB,
+                bound / MB,
+                r["peak_tree"] <= bound,
+                r["peak_pss"] <= bound,
+                r["store"] / r["events"],
+            )
+        )
+        print(
+            f"  jobs {jobs}: {r['wall']:.1f} s, {r['ranks']} ranks, {r['events']:,} events, "
+            f"skipped {r['skipped'] or 'none'}",
+            flush=True,
+        )
         if not args.keep:
             import shutil
+
             shutil.rmtree(out, ignore_errors=True)
     print()
-    print("| jobs | wall s | MB/s | speed-up | CPU s | peak tree RSS MB | peak tree PSS MB | peak worker RSS MB | bound MB "
-          "| within bound (RSS / PSS) | store B/event |")
+    print(
+        "| jobs | wall s | MB/s | speed-up | CPU s | peak tree RSS MB | peak tree PSS MB | peak worker RSS MB | bound MB "
+        "| within bound (RSS / PSS) | store B/event |"
+    )
     print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|")
     for j, wall, mbs, up, cpu, tree, pss, worker, bound, ok, ok_pss, bpe in rows:
-        print(f"| {j} | {wall:.1f} | {mbs:.1f} | {up:.2f}x | {cpu:.1f} | {tree:,.0f} | {pss:,.0f} | {worker:,.0f} | "
-              f"{bound:,.0f} | {'yes' if ok else 'NO'} / {'yes' if ok_pss else 'NO'} | {bpe:.1f} |")
+        print(
+            f"| {j} | {wall:.1f} | {mbs:.1f} | {up:.2f}x | {cpu:.1f} | {tree:,.0f} | {pss:,.0f} | {worker:,.0f} | "
+            f"{bound:,.0f} | {'yes' if ok else 'NO'} / {'yes' if ok_pss else 'NO'} | {bpe:.1f} |"
+        )
 
 
 if __name__ == "__main__":

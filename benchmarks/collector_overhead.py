@@ -53,8 +53,12 @@ DEVICE = ["cpu"]  # where the loop runs (--device)
 def make_step(batch: int, hidden: int, device: str = "cpu") -> Callable[[], None]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(hidden, hidden), torch.nn.LayerNorm(hidden), torch.nn.GELU(),
-        torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 10),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.LayerNorm(hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, 10),
     ).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(batch, hidden, device=device), torch.randint(0, 10, (batch,), device=device)
@@ -97,8 +101,7 @@ def bare_torch(step, n: int, tmp: Path, **options: bool) -> Timing:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if DEVICE[0] != "cpu" else [])]
-    prof = profile(activities=activities, schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1),
-                   **options)
+    prof = profile(activities=activities, schedule=schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1), **options)
     t = time.perf_counter()
     prof.start()
     started = time.perf_counter() - t
@@ -113,8 +116,13 @@ def prof_engine_at(level: str, flush: str | None = None) -> Callable[[Callable[[
     def run(step, n: int, tmp: Path) -> Timing:
         out = tmp / f"run_{level}"
         shutil.rmtree(out, ignore_errors=True)
-        prof = prof_engine.Profiler(out, profiler_level=level, start_profile=False, flush=flush,
-                                    schedule=prof_engine.schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1))
+        prof = prof_engine.Profiler(
+            out,
+            profiler_level=level,
+            start_profile=False,
+            flush=flush,
+            schedule=prof_engine.schedule(wait=0, warmup=WARMUP_STEPS, active=n, repeat=1),
+        )
         t = time.perf_counter()
         prof.start()
         started = time.perf_counter() - t
@@ -128,6 +136,7 @@ def prof_engine_at(level: str, flush: str | None = None) -> Callable[[Callable[[
         if steps != n:
             raise SystemExit(f"{level}: recorded {steps} steps, expected {n}")
         return times, (started, drain)
+
     return run
 
 
@@ -135,7 +144,8 @@ CONFIGS = {
     "unprofiled": unprofiled,
     "torch.profiler": bare_torch,
     "torch.profiler, Level2's options": lambda step, n, tmp: bare_torch(
-        step, n, tmp, record_shapes=True, profile_memory=True, with_stack=True),
+        step, n, tmp, record_shapes=True, profile_memory=True, with_stack=True
+    ),
     **{f"prof-engine {lv}": prof_engine_at(lv) for lv in ("Level_none", "Level0", "Level1", "Level2")},
     'prof-engine Level0, flush="cycle"': prof_engine_at("Level0", "cycle"),
 }
@@ -149,8 +159,11 @@ def marker_costs() -> list[tuple[str, float, float]]:
         with r:
             pass
 
-    calls = {"mstx.mark": lambda: mstx.mark("m"), "with mstx.range": with_range,
-             "range_start + range_end": lambda: mstx.range_end(mstx.range_start("s"))}
+    calls = {
+        "mstx.mark": lambda: mstx.mark("m"),
+        "with mstx.range": with_range,
+        "range_start + range_end": lambda: mstx.range_end(mstx.range_start("s")),
+    }
     out = []
     for name, fn in calls.items():
         row = []
@@ -171,7 +184,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over all configurations")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the loop on the GPU, recorded with CUDA activity")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda: the loop on the GPU, recorded with CUDA activity"
+    )
     args = parser.parse_args()
     if args.device != "cpu" and not torch.cuda.is_available():
         raise SystemExit(f"--device {args.device}: torch sees no CUDA GPU here")
@@ -189,18 +204,26 @@ def main() -> None:
     report(times, drains, args)
 
 
-def report(times: dict[str, list[float]], drains: dict[str, list[tuple[float, float]]], args: argparse.Namespace) -> None:
+def report(
+    times: dict[str, list[float]], drains: dict[str, list[tuple[float, float]]], args: argparse.Namespace
+) -> None:
     gpu = f", {torch.cuda.get_device_name(0)}" if args.device != "cpu" else ""
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}{gpu}, torch threads 1, "
-          f"batch {args.batch}, hidden {args.hidden}, {args.rounds} rounds x {args.steps} steps per configuration\n")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}{gpu}, torch threads 1, "
+        f"batch {args.batch}, hidden {args.hidden}, {args.rounds} rounds x {args.steps} steps per configuration\n"
+    )
     base = statistics.median(times["unprofiled"])
     bare = statistics.median(times["torch.profiler"])
-    print("| configuration | median step (ms) | p90 (ms) | x unprofiled | x torch.profiler | start() (ms) | stop() (ms) |")
+    print(
+        "| configuration | median step (ms) | p90 (ms) | x unprofiled | x torch.profiler | start() (ms) | stop() (ms) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, t in times.items():
         med, p90 = statistics.median(t), statistics.quantiles(t, n=10)[-1]
         start, stop = (statistics.median(x) * 1e3 for x in zip(*drains[name]))
-        print(f"| {name} | {med * 1e3:.2f} | {p90 * 1e3:.2f} | {med / base:.2f} | {med / bare:.2f} | {start:.0f} | {stop:.0f} |")
+        print(
+            f"| {name} | {med * 1e3:.2f} | {p90 * 1e3:.2f} | {med / base:.2f} | {med / bare:.2f} | {start:.0f} | {stop:.0f} |"
+        )
     print("\n| marker call | off (ns) | on (ns) |")
     print("|---|---:|---:|")
     for name, off, on in marker_costs():

@@ -74,6 +74,7 @@ class NotApplicable(Exception):
 
 # ---------------------------------------------------------------- file kinds and content helpers
 
+
 def file_kind(path: Path) -> str:
     """gz, db, csv, json or text: which mutators apply to a file."""
     name = path.name
@@ -142,6 +143,7 @@ def _sample_locations(doc: Any, rng: random.Random, want: Callable[[Any], bool])
 
 
 # ---------------------------------------------------------------- mutators: (path, rng) -> what was done
+
 
 def m_truncate(path: Path, rng: random.Random) -> str:
     data = path.read_bytes()
@@ -226,11 +228,42 @@ def m_change_types(path: Path, rng: random.Random) -> str:
     return _json_edit(path, edit, rng)
 
 
-_NUMBERS: list[Any] = [1e308, -1e308, float("nan"), float("inf"), float("-inf"), 2**63, 2**64, -(2**63) - 1,
-                       10**30, -1, -123456789, 0, 1e-300, -0.0, _RAW + "1e999", _RAW + "-1e999", "NaN",
-                       "99999999999999999999999", "-5"]
-_CSV_NUMBERS = ["nan", "NaN", "inf", "-inf", "-1", "1e308", "1e999", "99999999999999999999999", "-0", "",
-                "18446744073709551616", "-9223372036854775809", "1.5e-320"]
+_NUMBERS: list[Any] = [
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    2**63,
+    2**64,
+    -(2**63) - 1,
+    10**30,
+    -1,
+    -123456789,
+    0,
+    1e-300,
+    -0.0,
+    _RAW + "1e999",
+    _RAW + "-1e999",
+    "NaN",
+    "99999999999999999999999",
+    "-5",
+]
+_CSV_NUMBERS = [
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "-1",
+    "1e308",
+    "1e999",
+    "99999999999999999999999",
+    "-0",
+    "",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "1.5e-320",
+]
 
 
 def _is_number(value: Any) -> bool:
@@ -377,6 +410,7 @@ def _drop_value(rest: bytes) -> bytes:
 
 # ---------------------------------------------------------------- CSV
 
+
 def _read_csv(path: Path) -> list[list[str]]:
     text = path.read_bytes().decode("utf-8", "surrogateescape")
     return list(csv.reader(io.StringIO(text)))
@@ -390,8 +424,9 @@ def _write_csv(path: Path, rows: list[list[str]], delimiter: str = ",") -> None:
 
 def _csv_cells(path: Path, rng: random.Random, values: list[str], numeric_only: bool = False) -> str:
     rows = _read_csv(path)
-    cells = [(r, c) for r in range(1, len(rows)) for c in range(len(rows[r]))
-             if not numeric_only or _is_number(rows[r][c])]
+    cells = [
+        (r, c) for r in range(1, len(rows)) for c in range(len(rows[r])) if not numeric_only or _is_number(rows[r][c])
+    ]
     if not cells:
         raise NotApplicable("no cells")
     if rng.random() < 0.5:
@@ -416,11 +451,25 @@ def m_csv_columns(path: Path, rng: random.Random) -> str:
         raise NotApplicable("no header")
     width = len(rows[0])
     col = rng.randrange(width)
-    mode = rng.choice(["drop", "rename", "swap", "duplicate", "extra", "no_header", "short_rows",
-                       "long_rows", "delimiter", "header_only", "unbalanced_quote", "blank_header"])
+    mode = rng.choice(
+        [
+            "drop",
+            "rename",
+            "swap",
+            "duplicate",
+            "extra",
+            "no_header",
+            "short_rows",
+            "long_rows",
+            "delimiter",
+            "header_only",
+            "unbalanced_quote",
+            "blank_header",
+        ]
+    )
     delimiter = ","
     if mode == "drop":
-        rows = [r[:col] + r[col + 1:] for r in rows]
+        rows = [r[:col] + r[col + 1 :] for r in rows]
     elif mode == "rename":
         rows[0][col] = rng.choice(["", "x", rows[0][col].upper() + " ", rows[0][col] + "(ms)"])
     elif mode == "swap":
@@ -454,6 +503,7 @@ def m_csv_columns(path: Path, rng: random.Random) -> str:
 
 
 # ---------------------------------------------------------------- SQLite
+
 
 def _tables(con: sqlite3.Connection) -> list[str]:
     return [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
@@ -500,7 +550,7 @@ def m_corrupt_sqlite(path: Path, rng: random.Random) -> str:
     page = int.from_bytes(data[16:18], "big") or 4096
     mode = rng.choice(["header", "page", "truncate", "page_size", "schema", "wal", "empty_tables", "not_sqlite"])
     if mode == "header":
-        data[: 16] = bytes(16)
+        data[:16] = bytes(16)
     elif mode == "page":
         p = rng.randrange(max(1, len(data) // page))
         for _ in range(rng.choice([1, 16, 200])):
@@ -516,8 +566,10 @@ def m_corrupt_sqlite(path: Path, rng: random.Random) -> str:
         try:
             if mode == "schema":
                 con.execute("PRAGMA writable_schema=ON")
-                con.execute("UPDATE sqlite_master SET sql = 'CREATE TABLE broken (' WHERE rowid = "
-                            "(SELECT rowid FROM sqlite_master WHERE type='table' ORDER BY random() LIMIT 1)")
+                con.execute(
+                    "UPDATE sqlite_master SET sql = 'CREATE TABLE broken (' WHERE rowid = "
+                    "(SELECT rowid FROM sqlite_master WHERE type='table' ORDER BY random() LIMIT 1)"
+                )
             elif mode == "wal":
                 con.execute("PRAGMA journal_mode=WAL")
             else:
@@ -546,6 +598,7 @@ MUTATORS: dict[str, tuple[Callable[[Path, random.Random], str], frozenset[str]]]
 
 
 # ---------------------------------------------------------------- cases
+
 
 @dataclass(frozen=True)
 class Case:
@@ -624,8 +677,15 @@ def _snapshot(root: Path, skip: tuple[Path, ...]) -> dict[str, tuple[int, int]]:
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str]:
     """(exit code or None on timeout, stdout+stderr); a hung command's whole process group is killed."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, out.decode("utf-8", "replace")
@@ -671,8 +731,11 @@ def _export_problems(export: Path) -> list[str]:
 
 
 def _run_problems(out: Path, run: Path, imported: bool) -> list[str]:
-    problems = [f"debris {p.name}" for p in out.iterdir() if p.name.endswith(".importing") or
-                (p.name.startswith(".") and p.name != ".")]
+    problems = [
+        f"debris {p.name}"
+        for p in out.iterdir()
+        if p.name.endswith(".importing") or (p.name.startswith(".") and p.name != ".")
+    ]
     if imported and not (run / "manifest.json").is_file():
         problems.append("exit 0 but the run has no manifest.json")
     if not imported and run.exists():
@@ -745,8 +808,11 @@ def _keep(case: Case, src: Path, keep_dir: Path, cmds: list[list[str]]) -> str:
     dest.mkdir(parents=True)
     kept = dest / src.name
     shutil.copytree(src, kept) if src.is_dir() else shutil.copyfile(src, kept)
-    lines = ["#!/bin/sh", f"# seed {case.seed} case {case.id}: {case.mutator} on {case.label} {case.target}",
-             'cd "$(dirname "$0")" && rm -rf out && mkdir out']
+    lines = [
+        "#!/bin/sh",
+        f"# seed {case.seed} case {case.id}: {case.mutator} on {case.label} {case.target}",
+        'cd "$(dirname "$0")" && rm -rf out && mkdir out',
+    ]
     for cmd in cmds:
         args = ["python", "-m", "prof_engine", cmd[3]]
         args += cmd[4:]
@@ -755,8 +821,9 @@ def _keep(case: Case, src: Path, keep_dir: Path, cmds: list[list[str]]) -> str:
     return str(dest)
 
 
-def run_campaign(cases: list[Case], jobs: int, timeout: float, out: Path,
-                 progress: Callable[[Result], None] | None = None) -> list[Result]:
+def run_campaign(
+    cases: list[Case], jobs: int, timeout: float, out: Path, progress: Callable[[Result], None] | None = None
+) -> list[Result]:
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool, open(out / "results.jsonl", "w") as log:
@@ -765,9 +832,22 @@ def run_campaign(cases: list[Case], jobs: int, timeout: float, out: Path,
         for f in as_completed(futures):
             r = f.result()
             results.append(r)
-            log.write(json.dumps({"seed": r.case.seed, "case": r.case.id, "mutator": r.case.mutator,
-                                  "source": r.case.label, "target": r.case.target, "outcome": r.outcome,
-                                  "note": r.note, "detail": r.detail, "seconds": round(r.seconds, 1)}) + "\n")
+            log.write(
+                json.dumps(
+                    {
+                        "seed": r.case.seed,
+                        "case": r.case.id,
+                        "mutator": r.case.mutator,
+                        "source": r.case.label,
+                        "target": r.case.target,
+                        "outcome": r.outcome,
+                        "note": r.note,
+                        "detail": r.detail,
+                        "seconds": round(r.seconds, 1),
+                    }
+                )
+                + "\n"
+            )
             log.flush()
             if progress:
                 progress(r)
@@ -793,19 +873,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", type=int, action="append", help="only this case id (repeatable)")
     ap.add_argument("--mutator", action="append", choices=list(MUTATORS), help="only this mutator (repeatable)")
     ap.add_argument("--fixtures", type=Path, default=FIXTURES)
-    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "prof-engine-fuzz",
-                    help="where non-clean cases keep their input and repro.sh")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "prof-engine-fuzz",
+        help="where non-clean cases keep their input and repro.sh",
+    )
     args = ap.parse_args(argv)
     cases = make_cases(max(args.cases, max(args.case or [0]) + 1), args.seed, args.fixtures)
-    cases = [c for c in cases if (not args.case or c.id in args.case) and (not args.mutator or c.mutator in args.mutator)]
+    cases = [
+        c for c in cases if (not args.case or c.id in args.case) and (not args.mutator or c.mutator in args.mutator)
+    ]
     if not cases:
         print(f"no cases: no fixtures under {args.fixtures}", file=sys.stderr)
         return 1
     t0 = time.monotonic()
 
     def progress(r: Result) -> None:
-        print(f"case {r.case.id:4d} {r.case.mutator:14s} {r.case.label:18s} {r.outcome:9s} {r.seconds:5.1f}s",
-              file=sys.stderr, flush=True)
+        print(
+            f"case {r.case.id:4d} {r.case.mutator:14s} {r.case.label:18s} {r.outcome:9s} {r.seconds:5.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     results = run_campaign(cases, args.jobs, args.timeout, args.out, progress)
     wall = time.monotonic() - t0
@@ -814,9 +903,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in results if r.outcome in BAD]
     for r in bad:
         c = r.case
-        print(f"\n{r.outcome}: seed {c.seed} case {c.id} ({c.mutator}: {r.note}) on {c.label} "
-              f"{c.target or c.source.name}\n  {r.detail}\n  reproduce: sh {r.kept}/repro.sh "
-              f"or python benchmarks/fuzz.py --seed {c.seed} --case {c.id}")
+        print(
+            f"\n{r.outcome}: seed {c.seed} case {c.id} ({c.mutator}: {r.note}) on {c.label} "
+            f"{c.target or c.source.name}\n  {r.detail}\n  reproduce: sh {r.kept}/repro.sh "
+            f"or python benchmarks/fuzz.py --seed {c.seed} --case {c.id}"
+        )
     return 1 if bad else 0
 
 

@@ -43,10 +43,19 @@ from pathlib import Path
 BASE_NS = 1790857026000000000  # baseTimeNanoseconds; epoch ns = base + ts_us * 1000
 START_NS = 4481797671663779  # first ts (ns relative to base) -> 4481797671663.779 µs
 COMPUTE_STREAM, NCCL_STREAM = 7, 40
-CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaMemsetAsync": 51, "cudaStreamIsCapturing": 317,
-        "cudaEventRecord": 135, "cudaStreamWaitEvent": 147, "cudaFuncSetAttribute": 273,
-        "cudaStreamGetPriority": 203, "cudaDeviceGetStreamPriorityRange": 205, "cudaLaunchKernelExC": 430,
-        "cudaStreamSynchronize": 131}
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaStreamIsCapturing": 317,
+    "cudaEventRecord": 135,
+    "cudaStreamWaitEvent": 147,
+    "cudaFuncSetAttribute": 273,
+    "cudaStreamGetPriority": 203,
+    "cudaDeviceGetStreamPriorityRange": 205,
+    "cudaLaunchKernelExC": 430,
+    "cudaStreamSynchronize": 131,
+}
 GPU_GROUP, MEMORY_GROUP = 9, 8  # sort groups within a step block (threads come first)
 
 
@@ -116,22 +125,36 @@ def _nbytes(dims: list) -> int:
     return n
 
 
-ELEMENTWISE = ("void at::native::vectorized_elementwise_kernel<4, at::native::{f}, at::detail::Array<char*, {n}> >"
-               "(int, at::native::{f}, at::detail::Array<char*, {n}>)")
-CONV_FPROP = ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_"
-              "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_infer")
-CONV_WGRAD = ("sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4_"
-              "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_train")
-NCHW2NHWC = ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>"
-             "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)")
-NHWC2NCHW = ("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>"
-             "(cudnn::ops::nhwc2nchw_params_t<float>, float const*, float*)")
+ELEMENTWISE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::{f}, at::detail::Array<char*, {n}> >"
+    "(int, at::native::{f}, at::detail::Array<char*, {n}>)"
+)
+CONV_FPROP = (
+    "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_"
+    "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_infer"
+)
+CONV_WGRAD = (
+    "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4_"
+    "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_train"
+)
+NCHW2NHWC = (
+    "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>"
+    "(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)"
+)
+NHWC2NCHW = (
+    "void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>"
+    "(cudnn::ops::nhwc2nchw_params_t<float>, float const*, float*)"
+)
 BN_FW = "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)"
-BN_BW = ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 32, true, 1>(float, float, float, float, "
-         "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*, "
-         "float const*, float*, float*, float const*, float const*, float)")
-GEMM = ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"
-        "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)")
+BN_BW = (
+    "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 32, true, 1>(float, float, float, float, "
+    "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*, "
+    "float const*, float*, float*, float const*, float const*, float)"
+)
+GEMM = (
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"
+    "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)"
+)
 NCCL_ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 MUL = "AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >"
 THRESHOLD = "BinaryFunctor<float, float, float, at::native::threshold_kernel_impl<float> >"
@@ -159,26 +182,87 @@ def conv_block(c: int, hw: int, batch: int) -> tuple[list[Op], list[Op], list[in
     """conv2d + batch_norm + relu_: (forward ops, backward ops, element counts of its parameters)."""
     x, w, ch = _t([batch, c, hw, hw]), _t([c, c, 3, 3]), _t([c])
     act = _nbytes(x[0])
-    conv = Op("aten::conv2d", [x, w, NONE, ([], "ScalarList", "[1, 1]")], [
-        Op("aten::convolution", [x, w], grad=True, children=[
-            Op("aten::_convolution", [x, w], children=[
-                Op("aten::cudnn_convolution", [x, w], alloc=act, calls=["cudaStreamIsCapturing"],
-                   children=[Op("aten::empty", [([4], "int", "")], self_us=(1, 3))],
-                   kernels=[K_TO_NHWC, K_FPROP, K_TO_NCHW])])])])
-    bn = Op("aten::batch_norm", [x, ch, ch], [
-        Op("aten::_batch_norm_impl_index", [x, ch], children=[
-            Op("aten::cudnn_batch_norm", [x, ch], grad=True, alloc=act, kernels=[K_BN_FW], children=[
-                Op("aten::empty_like", [x], self_us=(1, 4)), Op("aten::empty", [([0], "", "")], self_us=(1, 3))])])])
+    conv = Op(
+        "aten::conv2d",
+        [x, w, NONE, ([], "ScalarList", "[1, 1]")],
+        [
+            Op(
+                "aten::convolution",
+                [x, w],
+                grad=True,
+                children=[
+                    Op(
+                        "aten::_convolution",
+                        [x, w],
+                        children=[
+                            Op(
+                                "aten::cudnn_convolution",
+                                [x, w],
+                                alloc=act,
+                                calls=["cudaStreamIsCapturing"],
+                                children=[Op("aten::empty", [([4], "int", "")], self_us=(1, 3))],
+                                kernels=[K_TO_NHWC, K_FPROP, K_TO_NCHW],
+                            )
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+    bn = Op(
+        "aten::batch_norm",
+        [x, ch, ch],
+        [
+            Op(
+                "aten::_batch_norm_impl_index",
+                [x, ch],
+                children=[
+                    Op(
+                        "aten::cudnn_batch_norm",
+                        [x, ch],
+                        grad=True,
+                        alloc=act,
+                        kernels=[K_BN_FW],
+                        children=[
+                            Op("aten::empty_like", [x], self_us=(1, 4)),
+                            Op("aten::empty", [([0], "", "")], self_us=(1, 3)),
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
     relu = Op("aten::relu_", [x], grad=True, children=[Op("aten::clamp_min_", [x, ZERO], kernels=[K_RELU])])
     bwd = [
-        _bwd_node("ThresholdBackward0", x, [Op(
-            "aten::threshold_backward", [x, x, ZERO], alloc=act, kernels=[K_RELU_BW])]),
-        _bwd_node("CudnnBatchNormBackward0", x, [Op(
-            "aten::cudnn_batch_norm_backward", [x, x, ch], alloc=act, kernels=[K_BN_BW],
-            children=[Op("aten::empty_like", [x], self_us=(1, 4))])]),
-        _bwd_node("ConvolutionBackward0", x, [Op(
-            "aten::convolution_backward", [x, x, w], alloc=act, calls=["cudaStreamIsCapturing", "cudaFuncSetAttribute"],
-            kernels=[K_TO_NHWC, K_WGRAD, K_DGRAD])]),
+        _bwd_node(
+            "ThresholdBackward0", x, [Op("aten::threshold_backward", [x, x, ZERO], alloc=act, kernels=[K_RELU_BW])]
+        ),
+        _bwd_node(
+            "CudnnBatchNormBackward0",
+            x,
+            [
+                Op(
+                    "aten::cudnn_batch_norm_backward",
+                    [x, x, ch],
+                    alloc=act,
+                    kernels=[K_BN_BW],
+                    children=[Op("aten::empty_like", [x], self_us=(1, 4))],
+                )
+            ],
+        ),
+        _bwd_node(
+            "ConvolutionBackward0",
+            x,
+            [
+                Op(
+                    "aten::convolution_backward",
+                    [x, x, w],
+                    alloc=act,
+                    calls=["cudaStreamIsCapturing", "cudaFuncSetAttribute"],
+                    kernels=[K_TO_NHWC, K_WGRAD, K_DGRAD],
+                )
+            ],
+        ),
     ]
     return [conv, bn, relu], bwd, [c * c * 9, c, c]
 
@@ -223,16 +307,22 @@ def format_event(e: Ev, ev_idx: int | None) -> str:
     """Render an event the way Kineto's C++ writer does (one key group per line)."""
     if e.ph == "X":
         idx = f', "Ev Idx": {ev_idx}' if ev_idx is not None else ""
-        return (f'  {{\n    "ph": "X", "cat": "{e.cat}", "name": {_j(e.name)}, "pid": {e.pid}, "tid": {e.tid},\n'
-                f'    "ts": {fmt_time(e.ts)}, "dur": {fmt_time(e.dur)},\n'
-                f'    "args": {{\n      {e.args}{idx}\n    }}\n  }}')
+        return (
+            f'  {{\n    "ph": "X", "cat": "{e.cat}", "name": {_j(e.name)}, "pid": {e.pid}, "tid": {e.tid},\n'
+            f'    "ts": {fmt_time(e.ts)}, "dur": {fmt_time(e.dur)},\n'
+            f'    "args": {{\n      {e.args}{idx}\n    }}\n  }}'
+        )
     if e.ph in "sf":
         bp = ', "bp": "e"' if e.ph == "f" else ""
-        return (f'  {{\n    "ph": "{e.ph}", "id": {e.fid}, "pid": {e.pid}, "tid": {e.tid}, "ts": {fmt_time(e.ts)},\n'
-                f'    "cat": "{e.cat}", "name": "{e.cat}"{bp}\n  }}')
-    return (f'  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'
-            f'    "pid": {e.pid}, "tid": {e.tid},\n    "ts": {fmt_time(e.ts)},\n'
-            f'    "args": {{\n      {e.args}, "Ev Idx": {ev_idx}\n    }}\n  }}')
+        return (
+            f'  {{\n    "ph": "{e.ph}", "id": {e.fid}, "pid": {e.pid}, "tid": {e.tid}, "ts": {fmt_time(e.ts)},\n'
+            f'    "cat": "{e.cat}", "name": "{e.cat}"{bp}\n  }}'
+        )
+    return (
+        f'  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'
+        f'    "pid": {e.pid}, "tid": {e.tid},\n    "ts": {fmt_time(e.ts)},\n'
+        f'    "args": {{\n      {e.args}, "Ev Idx": {ev_idx}\n    }}\n  }}'
+    )
 
 
 class TraceState:
@@ -269,8 +359,9 @@ class StepWriter(TraceState):
     """Emits the events of one training step (see `step`)."""
 
     @contextmanager
-    def span(self, tid: int, name: str, cat: str = "cpu_op", args: str = "",
-             gpu_stream: int | None = None) -> Iterator[Ev]:
+    def span(
+        self, tid: int, name: str, cat: str = "cpu_op", args: str = "", gpu_stream: int | None = None
+    ) -> Iterator[Ev]:
         """A host range on `tid`; children emitted inside it nest by time, as in Kineto."""
         self.ext_id += 1
         self.rf_id += 1
@@ -289,8 +380,17 @@ class StepWriter(TraceState):
             if gpu_stream is not None:
                 self.gpu_ranges.remove(rng_box)
                 if rng_box[0] is not None:
-                    self.add(GPU_GROUP, rng_box[0], "X", "gpu_user_annotation", name, self.device, gpu_stream,
-                             dur=rng_box[1] - rng_box[0], args=f'"External id": {ext}')
+                    self.add(
+                        GPU_GROUP,
+                        rng_box[0],
+                        "X",
+                        "gpu_user_annotation",
+                        name,
+                        self.device,
+                        gpu_stream,
+                        dur=rng_box[1] - rng_box[0],
+                        args=f'"External id": {ext}',
+                    )
             self.now[tid] += self.us(1, 3)
             ev.dur = self.now[tid] - ev.ts
             self.now[tid] += self.us(0.2, 1.5)  # siblings do not touch
@@ -316,11 +416,13 @@ class StepWriter(TraceState):
         where = f'"device": {self.device}, "context": 1,      "stream": {stream}, "correlation": {self.corr},      '
         if k.cat == "kernel":
             blocks = k.grid[0] * k.grid[1] * k.grid[2]
-            args = (f'{ids}"queued": 0, {where}"registers per thread": {k.regs},      "shared memory": {k.smem},      '
-                    f'"blocks per SM": {blocks / 108:.6f},      '
-                    f'"warps per SM": {blocks * k.block[0] / 32 / 108:.6f},      '
-                    f'"grid": {_j(list(k.grid))},      "block": {_j(list(k.block))},      '
-                    f'"est. achieved occupancy %": {self.rng.randint(0, 100)}{extra}')
+            args = (
+                f'{ids}"queued": 0, {where}"registers per thread": {k.regs},      "shared memory": {k.smem},      '
+                f'"blocks per SM": {blocks / 108:.6f},      '
+                f'"warps per SM": {blocks * k.block[0] / 32 / 108:.6f},      '
+                f'"grid": {_j(list(k.grid))},      "block": {_j(list(k.block))},      '
+                f'"est. achieved occupancy %": {self.rng.randint(0, 100)}{extra}'
+            )
         else:
             args = f'{ids}{where}"bytes": {k.nbytes}, "memory bandwidth (GB/s)": {k.nbytes / max(dur, 1):.6f}'
         self.add(self.group_of(tid), rt.ts, "s", "ac2g", "", self.pid, tid, fid=self.corr)
@@ -334,8 +436,10 @@ class StepWriter(TraceState):
         """A `[memory]` allocator event (nbytes < 0 for a free) on the GPU's caching allocator."""
         self.allocated += nbytes
         self.reserved = max(self.reserved, -(-self.allocated // (2 << 20)) * (2 << 20))
-        args = (f'"Total Reserved": {self.reserved}, "Total Allocated": {self.allocated}, "Bytes": {nbytes}, '
-                f'"Device Id": {self.device}, "Device Type": 1, "Addr": {addr}, "finished": false')
+        args = (
+            f'"Total Reserved": {self.reserved}, "Total Allocated": {self.allocated}, "Bytes": {nbytes}, '
+            f'"Device Id": {self.device}, "Device Type": 1, "Addr": {addr}, "finished": false'
+        )
         self.add(MEMORY_GROUP, self.now[tid], "i", "cpu_instant_event", "[memory]", self.pid, tid, args=args)
 
     def alloc(self, tid: int, nbytes: int) -> tuple[int, int]:
@@ -383,8 +487,12 @@ class StepWriter(TraceState):
             batch = self.to_device(tid, [32, 3, 224, 224])
             with self.span(tid, "Optimizer.zero_grad#SGD.zero_grad", "user_annotation"):
                 for _, _, params in model:
-                    self.simple_op(tid, "aten::zero_", [[params[0]]], Kernel(
-                        "Memset (Device)", (2, 8), cat="gpu_memset", nbytes=4 * params[0]))
+                    self.simple_op(
+                        tid,
+                        "aten::zero_",
+                        [[params[0]]],
+                        Kernel("Memset (Device)", (2, 8), cat="gpu_memset", nbytes=4 * params[0]),
+                    )
             links = [{"grads": [], "allocs": []} for _ in model]
             with self.span(tid, "## forward ##", "user_annotation", gpu_stream=COMPUTE_STREAM):
                 with self.span(tid, "DistributedDataParallel.forward", "user_annotation"):
@@ -416,8 +524,17 @@ class StepWriter(TraceState):
             with self.span(tid, "aten::_to_copy", "cpu_op"):
                 with self.span(tid, "aten::empty_strided", "cpu_op"):
                     batch = self.alloc(tid, nbytes)
-                self.simple_op(tid, "aten::copy_", [dims, dims], Kernel(
-                    "Memcpy HtoD (Pinned -> Device)", (nbytes / 22e3, nbytes / 18e3), cat="gpu_memcpy", nbytes=nbytes))
+                self.simple_op(
+                    tid,
+                    "aten::copy_",
+                    [dims, dims],
+                    Kernel(
+                        "Memcpy HtoD (Pinned -> Device)",
+                        (nbytes / 22e3, nbytes / 18e3),
+                        cat="gpu_memcpy",
+                        nbytes=nbytes,
+                    ),
+                )
         return batch
 
     def backward(self, model: list, links: list[dict]) -> None:
@@ -450,10 +567,13 @@ class StepWriter(TraceState):
     def allreduce(self, tid: int, nelems: int) -> None:
         """A DDP bucket all-reduce: record_param_comms + NCCL kernel on its own stream (overlaps compute)."""
         ranks = _j(list(range(self.world_size)))
-        size = (f'"In msg nelems": {nelems}, "Out msg nelems": {nelems}, "Group size": {self.world_size}, '
-                '"dtype": "Float"')
-        pg = (f'"In split size": "[]", "Out split size": "[]", "Process Group Name": "0", '
-              f'"Process Group Description": "default_pg", "Process Group Ranks": "{ranks}"')
+        size = (
+            f'"In msg nelems": {nelems}, "Out msg nelems": {nelems}, "Group size": {self.world_size}, "dtype": "Float"'
+        )
+        pg = (
+            f'"In split size": "[]", "Out split size": "[]", "Process Group Name": "0", '
+            f'"Process Group Description": "default_pg", "Process Group Ranks": "{ranks}"'
+        )
         comm = f'"Collective name": "allreduce", {size}, {pg}'
         rpc_args = f', {size}, "Global rank start": 0, "Global rank stride": 1, {pg}, "Collective name": "allreduce"'
         with self.span(tid, "record_param_comms", "cpu_op", rpc_args):
@@ -471,8 +591,12 @@ class StepWriter(TraceState):
         self.stream_free[COMPUTE_STREAM] = max(self.stream_free.values())
         for nel in params:
             with self.span(tid, "torch.distributed.ddp.reducer::copy_bucket_to_grad"):
-                self.simple_op(tid, "aten::copy_", [[nel], [nel]], Kernel(
-                    "Memcpy DtoD (Device -> Device)", (2, 2 + nel / 4e5), cat="gpu_memcpy", nbytes=4 * nel))
+                self.simple_op(
+                    tid,
+                    "aten::copy_",
+                    [[nel], [nel]],
+                    Kernel("Memcpy DtoD (Device -> Device)", (2, 2 + nel / 4e5), cat="gpu_memcpy", nbytes=4 * nel),
+                )
 
     def synchronize(self, tid: int) -> None:
         """`loss.item()`: a device-to-host copy whose runtime call blocks until the GPU is idle."""
@@ -484,34 +608,57 @@ class StepWriter(TraceState):
 
 
 # -- file layout ----------------------------------------------------------------------------------
-DEVICE = ('    {{\n      "id": {i}, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85097971712,\n'
-          '      "computeMajor": 8, "computeMinor": 0,\n      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,\n'
-          '      "regsPerBlock": 65536, "warpSize": 32,\n      "sharedMemPerBlock": 49152, "numSms": 108\n'
-          '    , "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 166912, "sharedMemPerMultiprocessor": 167936\n    }}')
+DEVICE = (
+    '    {{\n      "id": {i}, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85097971712,\n'
+    '      "computeMajor": 8, "computeMinor": 0,\n      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,\n'
+    '      "regsPerBlock": 65536, "warpSize": 32,\n      "sharedMemPerBlock": 49152, "numSms": 108\n'
+    '    , "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 166912, "sharedMemPerMultiprocessor": 167936\n    }}'
+)
 
 
 def header(rank: int, world_size: int) -> str:
     """Everything before the first event, as Kineto writes it."""
-    dist = {"backend": "nccl", "rank": rank, "world_size": world_size, "pg_count": 1,
-            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                           "pg_size": world_size, "ranks": list(range(world_size))}], "nccl_version": "2.21.5"}
+    dist = {
+        "backend": "nccl",
+        "rank": rank,
+        "world_size": world_size,
+        "pg_count": 1,
+        "pg_config": [
+            {
+                "pg_name": "0",
+                "pg_desc": "default_pg",
+                "backend_config": "cuda:nccl",
+                "pg_size": world_size,
+                "ranks": list(range(world_size)),
+            }
+        ],
+        "nccl_version": "2.21.5",
+    }
     devices = ",\n".join(DEVICE.format(i=i) for i in range(8))
-    return (f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n{devices}\n  ],\n  "record_shapes": 1,\n'
-            f'  "profile_memory": 1,\n  "distributedInfo": {json.dumps(dist)},\n  "traceEvents": [\n')
+    return (
+        f'{{\n  "schemaVersion": 1,\n  "deviceProperties": [\n{devices}\n  ],\n  "record_shapes": 1,\n'
+        f'  "profile_memory": 1,\n  "distributedInfo": {json.dumps(dist)},\n  "traceEvents": [\n'
+    )
 
 
 def metadata_events(st: TraceState) -> list[str]:
     """process/thread name rows, written after the events like Kineto does."""
     ts = fmt_time(START_NS - 30_000_000)
-    rows = [("process_name", st.pid, 0, '"name": "python3.10"'), ("process_labels", st.pid, 0, '"labels": "CPU"'),
-            ("process_name", st.device, 0, '"name": "python3.10"'),
-            ("process_labels", st.device, 0, f'"labels": "GPU {st.device}"'),
-            ("thread_name", st.pid, st.main_tid, f'"name": "thread {st.main_tid} (pt_main_thread)"'),
-            ("thread_name", st.pid, st.bwd_tid, f'"name": "thread {st.bwd_tid} (pt_autograd_0)"'),
-            ("thread_name", st.device, COMPUTE_STREAM, f'"name": "stream {COMPUTE_STREAM} "'),
-            ("thread_name", st.device, NCCL_STREAM, f'"name": "stream {NCCL_STREAM} "')]
-    return [f'  {{\n    "name": "{n}", "ph": "M", "ts": {ts}, "pid": {p}, "tid": {t},\n'
-            f'    "args": {{\n      {a}\n    }}\n  }}' for n, p, t, a in rows]
+    rows = [
+        ("process_name", st.pid, 0, '"name": "python3.10"'),
+        ("process_labels", st.pid, 0, '"labels": "CPU"'),
+        ("process_name", st.device, 0, '"name": "python3.10"'),
+        ("process_labels", st.device, 0, f'"labels": "GPU {st.device}"'),
+        ("thread_name", st.pid, st.main_tid, f'"name": "thread {st.main_tid} (pt_main_thread)"'),
+        ("thread_name", st.pid, st.bwd_tid, f'"name": "thread {st.bwd_tid} (pt_autograd_0)"'),
+        ("thread_name", st.device, COMPUTE_STREAM, f'"name": "stream {COMPUTE_STREAM} "'),
+        ("thread_name", st.device, NCCL_STREAM, f'"name": "stream {NCCL_STREAM} "'),
+    ]
+    return [
+        f'  {{\n    "name": "{n}", "ph": "M", "ts": {ts}, "pid": {p}, "tid": {t},\n'
+        f'    "args": {{\n      {a}\n    }}\n  }}'
+        for n, p, t, a in rows
+    ]
 
 
 def trailer(st: TraceState, trace_name: str) -> tuple[str, int]:
@@ -524,9 +671,12 @@ def trailer(st: TraceState, trace_name: str) -> tuple[str, int]:
         f'  {{\n    "name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g",\n'
         f'    "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": {fmt_time(start)}\n  }}',
         f'  {{\n    "name": "Record Window End", "ph": "i", "s": "g",\n'
-        f'    "pid": "", "tid": "", "ts": {fmt_time(end)}\n  }}']
-    text = (",\n" + ",\n".join(rows) + f'\n  ],\n  "traceName": {json.dumps(trace_name)},\n'
-            f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {BASE_NS}\n}}\n')
+        f'    "pid": "", "tid": "", "ts": {fmt_time(end)}\n  }}',
+    ]
+    text = (
+        ",\n" + ",\n".join(rows) + f'\n  ],\n  "traceName": {json.dumps(trace_name)},\n'
+        f'  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {BASE_NS}\n}}\n'
+    )
     return text, len(rows)
 
 
@@ -543,8 +693,16 @@ def render_step(st: TraceState) -> tuple[str, int]:
     return ",\n".join(parts), len(parts)
 
 
-def write_trace(path: Path, mb: float, rank: int = 0, world_size: int = 2, seed: int = 0,
-                blocks: int = 16, use_gzip: bool = False, trace_name: str | None = None) -> dict:
+def write_trace(
+    path: Path,
+    mb: float,
+    rank: int = 0,
+    world_size: int = 2,
+    seed: int = 0,
+    blocks: int = 16,
+    use_gzip: bool = False,
+    trace_name: str | None = None,
+) -> dict:
     """Stream a trace of about `mb` MB (10^6 bytes, uncompressed) to `path`; return its statistics.
 
     The bytes depend only on the arguments (`traceName` is `trace_name`, default the file name).
@@ -574,8 +732,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world_size: int = 2, seed:
         text = tail.encode()
         out.write(text)
         written, events = written + len(text), events + n
-    return {"path": str(path), "bytes": written, "events": events, "steps": steps,
-            "file_bytes": path.stat().st_size}
+    return {"path": str(path), "bytes": written, "events": events, "steps": steps, "file_bytes": path.stat().st_size}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -592,10 +749,12 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= a.rank < ws:
         ap.error("--rank must be in [0, world_size)")
     stats = write_trace(a.output, a.mb, a.rank, ws, a.seed, a.blocks, a.gzip)
-    print(f"wrote {stats['path']}: {stats['bytes'] / 1e6:.1f} MB uncompressed "
-          f"({stats['file_bytes'] / 1e6:.1f} MB on disk), "
-          f"{stats['events']:,} events, {stats['steps']} steps, {stats['bytes'] / stats['events']:.0f} B/event",
-          file=sys.stderr)
+    print(
+        f"wrote {stats['path']}: {stats['bytes'] / 1e6:.1f} MB uncompressed "
+        f"({stats['file_bytes'] / 1e6:.1f} MB on disk), "
+        f"{stats['events']:,} events, {stats['steps']} steps, {stats['bytes'] / stats['events']:.0f} B/event",
+        file=sys.stderr,
+    )
     return 0
 
 

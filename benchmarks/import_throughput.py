@@ -54,8 +54,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DUCKDB_COLUMNS = ("{traceEvents: 'STRUCT(ph VARCHAR, cat VARCHAR, name VARCHAR, pid JSON, tid JSON, "
-                  "ts DOUBLE, dur DOUBLE, args JSON)[]'}")
+DUCKDB_COLUMNS = (
+    "{traceEvents: 'STRUCT(ph VARCHAR, cat VARCHAR, name VARCHAR, pid JSON, tid JSON, "
+    "ts DOUBLE, dur DOUBLE, args JSON)[]'}"
+)
 NAMES = ("prof-engine", "prof-engine CLI", "orjson", "json", "duckdb", "hta")
 
 
@@ -98,8 +100,10 @@ def run_json(trace: Path, out: Path) -> dict:
 def run_duckdb(trace: Path, out: Path) -> dict:
     import duckdb
 
-    sql = (f"SELECT count(*), sum(e.dur) FROM (SELECT unnest(traceEvents) AS e FROM read_json('{trace}', "
-           f"maximum_object_size=2147483647, columns={DUCKDB_COLUMNS}))")
+    sql = (
+        f"SELECT count(*), sum(e.dur) FROM (SELECT unnest(traceEvents) AS e FROM read_json('{trace}', "
+        f"maximum_object_size=2147483647, columns={DUCKDB_COLUMNS}))"
+    )
     return {"events": duckdb.sql(sql).fetchall()[0][0]}
 
 
@@ -149,11 +153,19 @@ def hta_report(analyzer) -> dict:
         for cat, n in df["cat"].value_counts().items():
             cats[names.get(cat, str(cat))] = cats.get(names.get(cat, str(cat)), 0) + int(n)
     backend = t.parser_config.parser_backend or get_default_trace_parsing_backend()
-    return {"hta": {"version": version("HolisticTraceAnalysis"), "pandas": version("pandas"),
-                    "python": sys.version.split()[0], "interpreter": sys.executable,
-                    "backend": getattr(backend, "value", str(backend)), "ranks": t.get_ranks(),
-                    "iterations": len(t.get_iterations()), "rows_by_cat": cats,
-                    "columns": len(next(iter(t.traces.values())).columns) if t.traces else 0}}
+    return {
+        "hta": {
+            "version": version("HolisticTraceAnalysis"),
+            "pandas": version("pandas"),
+            "python": sys.version.split()[0],
+            "interpreter": sys.executable,
+            "backend": getattr(backend, "value", str(backend)),
+            "ranks": t.get_ranks(),
+            "iterations": len(t.get_iterations()),
+            "rows_by_cat": cats,
+            "columns": len(next(iter(t.traces.values())).columns) if t.traces else 0,
+        }
+    }
 
 
 CONTENDERS = {
@@ -243,9 +255,17 @@ def child(name: str, trace: Path, out: Path) -> None:
     tree.stop()
     cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
     child_cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)  # forked workers, once reaped
-    out_row = {"name": name, "wall_s": wall, "cpu_s": cpu + child_cpu, "peak_mb": max(r1.ru_maxrss / 1024, tree.peak_mb),
-               "base_mb": base, "self_peak_mb": r1.ru_maxrss / 1024, "children": tree.children,
-               "children_cpu_s": child_cpu, "children_peak_mb": c1.ru_maxrss / 1024}
+    out_row = {
+        "name": name,
+        "wall_s": wall,
+        "cpu_s": cpu + child_cpu,
+        "peak_mb": max(r1.ru_maxrss / 1024, tree.peak_mb),
+        "base_mb": base,
+        "self_peak_mb": r1.ru_maxrss / 1024,
+        "children": tree.children,
+        "children_cpu_s": child_cpu,
+        "children_peak_mb": c1.ru_maxrss / 1024,
+    }
     after = result.pop("after", None)
     print(json.dumps({**out_row, **result, **(after() if after else {})}))
 
@@ -270,10 +290,12 @@ def profile_child(trace: Path, out: Path, top: int) -> None:
     total = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     importers.finalize_unit = finalize
-    print(f"phases (no profiler): total {total:.2f} s; stream+convert+stage {marks['convert_s']:.2f} s "
-          f"({100 * marks['convert_s'] / total:.0f} %, peak RSS {marks['convert_peak_mb']:.0f} MB); "
-          f"DuckDB finalize + publish {total - marks['convert_s']:.2f} s "
-          f"({100 * (1 - marks['convert_s'] / total):.0f} %, peak RSS {peak:.0f} MB)")
+    print(
+        f"phases (no profiler): total {total:.2f} s; stream+convert+stage {marks['convert_s']:.2f} s "
+        f"({100 * marks['convert_s'] / total:.0f} %, peak RSS {marks['convert_peak_mb']:.0f} MB); "
+        f"DuckDB finalize + publish {total - marks['convert_s']:.2f} s "
+        f"({100 * (1 - marks['convert_s'] / total):.0f} %, peak RSS {peak:.0f} MB)"
+    )
     prof = cProfile.Profile()
     out = out.with_name(out.name + "-profiled")  # a new run, as in the timed runs (no old run to replace)
     shutil.rmtree(out, ignore_errors=True)
@@ -294,7 +316,7 @@ def func_name(func: tuple[str, int, str]) -> str:
     if file == "~":
         return name
     parts = Path(file).parts
-    short = "/".join(parts[parts.index("prof_engine"):]) if "prof_engine" in parts else Path(file).name
+    short = "/".join(parts[parts.index("prof_engine") :]) if "prof_engine" in parts else Path(file).name
     return f"{short}:{line}({name})"
 
 
@@ -304,8 +326,16 @@ def run_child(name: str, trace: Path, runs: Path, extra: list[str] | None = None
     error) plus process wall time."""
     out = runs / f"run-{name.replace(' ', '-')}"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [python or sys.executable, str(Path(__file__).resolve()), "--child", name, "--trace", str(trace),
-           "--out", str(out)]
+    cmd = [
+        python or sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--trace",
+        str(trace),
+        "--out",
+        str(out),
+    ]
     t0 = time.perf_counter()
     p = subprocess.run(cmd + (extra or []), capture_output=True, text=True)
     proc = time.perf_counter() - t0
@@ -393,8 +423,10 @@ def prepare_trace(args: argparse.Namespace, workdir: Path) -> Path:
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         st = gen_kineto.write_trace(partial, args.mb, seed=args.seed, blocks=args.blocks, trace_name=path.name)
         partial.rename(path)  # a half-written trace is never reused
-        print(f"generated {path}: {st['bytes'] / 1e6:.1f} MB, {st['events']:,} events, {st['steps']} steps "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {path}: {st['bytes'] / 1e6:.1f} MB, {st['events']:,} events, {st['steps']} steps "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
     return path
 
 
@@ -408,13 +440,16 @@ def machine_info() -> str:
             versions.append(f"{mod} {importlib.import_module(mod).__version__}")
         except (ImportError, AttributeError):
             versions.append(f"{mod} -")
-    return (f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.1f} GiB RAM; "
-            f"Python {sys.version.split()[0]}; "
-            f"{', '.join(versions)}; {git_state()}; {time.strftime('%Y-%m-%d')}")
+    return (
+        f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 1024 / 1024:.1f} GiB RAM; "
+        f"Python {sys.version.split()[0]}; "
+        f"{', '.join(versions)}; {git_state()}; {time.strftime('%Y-%m-%d')}"
+    )
 
 
 def git_state() -> str:
     """The commit measured, and whether the library's files differ from it."""
+
     def git(*cmd: str) -> str:
         p = subprocess.run(["git", "-C", str(HERE.parent), *cmd], capture_output=True, text=True)
         return p.stdout.strip() if p.returncode == 0 else ""
@@ -429,8 +464,10 @@ def git_state() -> str:
 def print_table(results: list[dict], nbytes: int) -> None:
     """Markdown table: one row per contender, ratios against prof-engine."""
     pe = next((r for r in results if r["name"] == "prof-engine" and "error" not in r), None)
-    print("\n| contender | wall s | MB/s | CPU s | peak RSS MB | base RSS MB | time vs prof-engine "
-          "| RSS vs prof-engine | events | proc s |")
+    print(
+        "\n| contender | wall s | MB/s | CPU s | peak RSS MB | base RSS MB | time vs prof-engine "
+        "| RSS vs prof-engine | events | proc s |"
+    )
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in results:
         if "error" in r or "skipped" in r:
@@ -439,11 +476,15 @@ def print_table(results: list[dict], nbytes: int) -> None:
         t_ratio = f"{r['wall_s'] / pe['wall_s']:.2f}x" if pe else "-"
         m_ratio = f"{r['peak_mb'] / pe['peak_mb']:.2f}x" if pe else "-"
         events = f"{r['events']:,}" if r.get("events") is not None else "-"
-        print(f"| {r['name']} | {r['wall_s']:.2f} | {nbytes / 1e6 / r['wall_s']:.1f} | {r['cpu_s']:.2f} | "
-              f"{r['peak_mb']:.0f} | "
-              f"{r['base_mb']:.0f} | {t_ratio} | {m_ratio} | {events} | {r['proc_s']:.2f} |")
-    print(f"\ninput: {nbytes / 1e6:.1f} MB uncompressed; wall s / CPU s per run: "
-          + "; ".join(f"{r['name']} {r['walls']} / {r['cpus']}" for r in results if "walls" in r))
+        print(
+            f"| {r['name']} | {r['wall_s']:.2f} | {nbytes / 1e6 / r['wall_s']:.1f} | {r['cpu_s']:.2f} | "
+            f"{r['peak_mb']:.0f} | "
+            f"{r['base_mb']:.0f} | {t_ratio} | {m_ratio} | {events} | {r['proc_s']:.2f} |"
+        )
+    print(
+        f"\ninput: {nbytes / 1e6:.1f} MB uncompressed; wall s / CPU s per run: "
+        + "; ".join(f"{r['name']} {r['walls']} / {r['cpus']}" for r in results if "walls" in r)
+    )
 
 
 def store_report(run: Path, events: int | None, nbytes: int) -> None:
@@ -453,10 +494,12 @@ def store_report(run: Path, events: int | None, nbytes: int) -> None:
     disk = sum(p.stat().st_blocks * 512 for p in files)
     if not events:
         return
-    print(f"run store: {apparent / 1e6:.1f} MB in {len(files)} files ({disk / 1e6:.1f} MB on disk) "
-          f"for {events:,} events: "
-          f"{apparent / events:.1f} B/event ({disk / events:.1f} B/event on disk), "
-          f"{100 * apparent / nbytes:.1f} % of the JSON")
+    print(
+        f"run store: {apparent / 1e6:.1f} MB in {len(files)} files ({disk / 1e6:.1f} MB on disk) "
+        f"for {events:,} events: "
+        f"{apparent / events:.1f} B/event ({disk / events:.1f} B/event on disk), "
+        f"{100 * apparent / nbytes:.1f} % of the JSON"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,14 +509,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", action="append", default=[], choices=NAMES, help="leave a contender out (repeatable)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per contender: best wall, median peak RSS")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--blocks", type=int, default=16, help="conv blocks per step of the synthetic trace (16: "
-                    "~0.7 MB of JSON per step; 160: ~7 MB, closer to a large model's step)")
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        default=16,
+        help="conv blocks per step of the synthetic trace (16: "
+        "~0.7 MB of JSON per step; 160: ~7 MB, closer to a large model's step)",
+    )
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "prof-engine-bench")
     ap.add_argument("--profile", action="store_true", help="also cProfile prof-engine's import")
     ap.add_argument("--top", type=int, default=15, help="functions listed by --profile")
     ap.add_argument("--keep", action="store_true", help="keep the run directories (workdir/runs-PID)")
-    ap.add_argument("--hta-python", help="interpreter with `hta` installed that runs the hta contender "
-                    "(default: this one if hta imports here, else $PROF_ENGINE_HTA_PYTHON)")
+    ap.add_argument(
+        "--hta-python",
+        help="interpreter with `hta` installed that runs the hta contender "
+        "(default: this one if hta imports here, else $PROF_ENGINE_HTA_PYTHON)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -502,15 +553,19 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results, nbytes)
     for r in results:
         if r.get("children"):
-            print(f"{r['name']}: forked {r['children']} worker(s): {r['children_cpu_s']:.2f} CPU s of theirs in CPU s; "
-                  f"own peak {r['self_peak_mb']:.0f} MB, largest worker {r['children_peak_mb']:.0f} MB, "
-                  f"summed tree peak in peak RSS")
+            print(
+                f"{r['name']}: forked {r['children']} worker(s): {r['children_cpu_s']:.2f} CPU s of theirs in CPU s; "
+                f"own peak {r['self_peak_mb']:.0f} MB, largest worker {r['children_peak_mb']:.0f} MB, "
+                f"summed tree peak in peak RSS"
+            )
     hta = next((r["hta"] for r in results if "hta" in r), None)
     if hta:
-        print(f"hta: HolisticTraceAnalysis {hta['version']} (pandas {hta['pandas']}, Python {hta['python']}, "
-              f"{hta['interpreter']}), parser backend {hta['backend']}; ranks {hta['ranks']}, "
-              f"{hta['iterations']} iterations, {hta['columns']} columns; rows by cat: "
-              + ", ".join(f"{c} {n:,}" for c, n in sorted(hta["rows_by_cat"].items(), key=lambda kv: -kv[1])))
+        print(
+            f"hta: HolisticTraceAnalysis {hta['version']} (pandas {hta['pandas']}, Python {hta['python']}, "
+            f"{hta['interpreter']}), parser backend {hta['backend']}; ranks {hta['ranks']}, "
+            f"{hta['iterations']} iterations, {hta['columns']} columns; rows by cat: "
+            + ", ".join(f"{c} {n:,}" for c, n in sorted(hta["rows_by_cat"].items(), key=lambda kv: -kv[1]))
+        )
     print("load average (1, 5, 15 min) after: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     pe = next((r for r in results if r["name"] == "prof-engine" and "error" not in r), None)
     if pe:

@@ -35,16 +35,20 @@ DEVICE_PID, CANN_PID, CANN_TID = 3, 1003602, 16027
 
 
 def _meta(pid: int, name: str, label: str, threads: dict[int, str]) -> list[dict]:
-    out = [{"name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}, "ph": "M"},
-           {"name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": label}, "ph": "M"}]
+    out = [
+        {"name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}, "ph": "M"},
+        {"name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": label}, "ph": "M"},
+    ]
     out += [{"name": "thread_name", "pid": pid, "tid": t, "args": {"name": n}, "ph": "M"} for t, n in threads.items()]
     return out
 
 
 def _words(rng: random.Random) -> list[str]:
     """The pieces fused names are made of: `<Op>_<index>_<random suffix>`."""
-    return [f"{rng.choice(_OPS)}_{rng.randint(0, 999)}_{''.join(rng.choices(_WORD, k=rng.randint(4, 16)))}"
-            for _ in range(256)]
+    return [
+        f"{rng.choice(_OPS)}_{rng.randint(0, 999)}_{''.join(rng.choices(_WORD, k=rng.randint(4, 16)))}"
+        for _ in range(256)
+    ]
 
 
 def _fused(rng: random.Random, words: list[str], n: int) -> str:
@@ -61,7 +65,7 @@ def _task_name(rng: random.Random, words: list[str], n: int, i: int) -> tuple[st
         return f"Default/network-WithLossCell/_backbone-Net/{fused}-op{i}", fused
     if i % 3 == 1:
         return fused, None
-    return f"Default/network-WithLossCell/{fused}-fusion/{fused[:n // 4]}-x{i}", None
+    return f"Default/network-WithLossCell/{fused}-fusion/{fused[: n // 4]}-x{i}", None
 
 
 def write_timeline(path: Path, mb: float, layout: str = "legacy", name_bytes: int = 2048, seed: int = 0) -> dict:
@@ -73,9 +77,12 @@ def write_timeline(path: Path, mb: float, layout: str = "legacy", name_bytes: in
     words = _words(rng)
     legacy = layout == "legacy"
     t0 = MONO_US if legacy else EPOCH_US
-    events = (_meta(DEVICE_PID, "Ascend Hardware", "NPU" if legacy else "NPU 0",
-                    {2: "Stream 2", 3: "Stream 3", **({10036: "Step Trace(Model ID:1)"} if legacy else {})})
-              + _meta(CANN_PID, "CANN", "CPU", {CANN_TID: f"Thread {CANN_TID}"}))
+    events = _meta(
+        DEVICE_PID,
+        "Ascend Hardware",
+        "NPU" if legacy else "NPU 0",
+        {2: "Stream 2", 3: "Stream 3", **({10036: "Step Trace(Model ID:1)"} if legacy else {})},
+    ) + _meta(CANN_PID, "CANN", "CPU", {CANN_TID: f"Thread {CANN_TID}"})
     target = int(mb * 1e6)
     written, i, apis = 0, 0, 0
     tasks: dict[str, str | None] = {}
@@ -92,15 +99,38 @@ def write_timeline(path: Path, mb: float, layout: str = "legacy", name_bytes: in
             if i % 2 == 0:
                 name, op_type = _task_name(rng, words, name_bytes, i // 2)
                 tasks[name] = op_type
-                ev = {"name": name, "pid": DEVICE_PID, "tid": 2 + i % 4 // 2, "ts": ts, "dur": 12.5,
-                      "args": {"Task Type": TASK_TYPES[i % 4], "Stream Id": 2 + i % 4 // 2, "Task Id": i // 2,
-                               "Physic Stream Id": 2 + i % 4 // 2, "connection_id": i // 2},
-                      "ph": "X"}
+                ev = {
+                    "name": name,
+                    "pid": DEVICE_PID,
+                    "tid": 2 + i % 4 // 2,
+                    "ts": ts,
+                    "dur": 12.5,
+                    "args": {
+                        "Task Type": TASK_TYPES[i % 4],
+                        "Stream Id": 2 + i % 4 // 2,
+                        "Task Id": i // 2,
+                        "Physic Stream Id": 2 + i % 4 // 2,
+                        "connection_id": i // 2,
+                    },
+                    "ph": "X",
+                }
             else:
-                ev = {"name": "aclnnMatmul_" + str(i % 5), "pid": CANN_PID, "tid": CANN_TID, "ts": ts, "dur": 3.25,
-                      "args": {"Thread Id": CANN_TID, "Mode": "ACL_OP", "level": "acl", "id": i // 2,
-                               "item_id": _fused(rng, words, name_bytes // 2), "connection_id": i // 2},
-                      "ph": "X"}
+                ev = {
+                    "name": "aclnnMatmul_" + str(i % 5),
+                    "pid": CANN_PID,
+                    "tid": CANN_TID,
+                    "ts": ts,
+                    "dur": 3.25,
+                    "args": {
+                        "Thread Id": CANN_TID,
+                        "Mode": "ACL_OP",
+                        "level": "acl",
+                        "id": i // 2,
+                        "item_id": _fused(rng, words, name_bytes // 2),
+                        "connection_id": i // 2,
+                    },
+                    "ph": "X",
+                }
                 apis += 1
             if last:
                 f.write(last + ",\n")
@@ -109,28 +139,42 @@ def write_timeline(path: Path, mb: float, layout: str = "legacy", name_bytes: in
             i += 1
         end_us = t0 + i * 50 + 100
         if legacy:  # the one iteration, over everything
-            last += ",\n" + json.dumps({"name": "Iteration 1", "pid": DEVICE_PID, "tid": 10036, "ts": t0 - 10,
-                                        "dur": end_us - t0 + 10, "cat": "Iteration Time",
-                                        "args": {"Iteration ID": 1}, "ph": "X"})
+            last += ",\n" + json.dumps(
+                {
+                    "name": "Iteration 1",
+                    "pid": DEVICE_PID,
+                    "tid": 10036,
+                    "ts": t0 - 10,
+                    "dur": end_us - t0 + 10,
+                    "cat": "Iteration Time",
+                    "args": {"Iteration ID": 1},
+                    "ph": "X",
+                }
+            )
         f.write(last + "]\n")
     return {"tasks": tasks, "apis": apis, "first_ts_us": t0 - (10 if legacy else 0)}
 
 
-def write_prof_dir(root: Path, mb: float, layout: str = "legacy", name_bytes: int = 2048,
-                   seed: int = 0) -> tuple[Path, Path, dict]:
+def write_prof_dir(
+    root: Path, mb: float, layout: str = "legacy", name_bytes: int = 2048, seed: int = 0
+) -> tuple[Path, Path, dict]:
     """A PROF_* directory (`layout`: legacy `device_0/timeline/msprof_0_1_1.json` or modern
     `mindstudio_profiler_output/msprof_<ts>.json`) holding one long-name timeline; (the directory
     to import, the timeline, `write_timeline`'s answer)."""
     prof = root / PROF
     dev = prof / "device_0"
-    timeline = dev / "timeline" / "msprof_0_1_1.json" if layout == "legacy" else \
-        prof / "mindstudio_profiler_output" / f"msprof_{STAMP}.json"
+    timeline = (
+        dev / "timeline" / "msprof_0_1_1.json"
+        if layout == "legacy"
+        else prof / "mindstudio_profiler_output" / f"msprof_{STAMP}.json"
+    )
     timeline.parent.mkdir(parents=True, exist_ok=True)
     dev.mkdir(exist_ok=True)
     (dev / "info.json.0").write_text(json.dumps({"rank_id": 0, "DeviceInfo": [{"id": 0}]}))
     if layout == "legacy":
-        (dev / "start_info.0").write_text(json.dumps({"collectionTimeBegin": str(EPOCH_US),
-                                                      "clockMonotonicRaw": str(MONO_US * 1000)}))
+        (dev / "start_info.0").write_text(
+            json.dumps({"collectionTimeBegin": str(EPOCH_US), "clockMonotonicRaw": str(MONO_US * 1000)})
+        )
     return (dev if layout == "legacy" else prof), timeline, write_timeline(timeline, mb, layout, name_bytes, seed)
 
 
@@ -154,8 +198,12 @@ def _child(trace: str, out: str, profile: bool) -> None:
 
 
 def _time(trace: Path, out: Path, profile: bool) -> float:
-    r = subprocess.run([sys.executable, __file__, "--child", str(trace), str(out)] + (["--profile"] if profile else []),
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", str(trace), str(out)] + (["--profile"] if profile else []),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     if profile:
         print(r.stderr, file=sys.stderr)
     return json.loads(r.stdout.strip().splitlines()[-1])["wall"]
@@ -177,8 +225,12 @@ def main() -> None:
         return
     work = args.workdir or Path(tempfile.mkdtemp(prefix="msprof-names-"))
     layouts = args.layout or list(LAYOUTS)
-    print(f"{'MB':>6} " + " ".join(f"{x + ' s':>10} {x + ' MB/s':>12}" for x in [*layouts, "kineto"][
-        :len(layouts) + (not args.skip_kineto)]))
+    print(
+        f"{'MB':>6} "
+        + " ".join(
+            f"{x + ' s':>10} {x + ' MB/s':>12}" for x in [*layouts, "kineto"][: len(layouts) + (not args.skip_kineto)]
+        )
+    )
     for mb in args.mb or [3, 10, 34]:
         row = f"{mb:6g} "
         for layout in layouts:
@@ -188,8 +240,11 @@ def main() -> None:
         if not args.skip_kineto:
             kineto = work / f"kineto-{mb:g}.json"
             if not kineto.exists():
-                subprocess.run([sys.executable, str(HERE / "gen_kineto.py"), "--mb", str(mb), "-o", str(kineto)],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    [sys.executable, str(HERE / "gen_kineto.py"), "--mb", str(mb), "-o", str(kineto)],
+                    check=True,
+                    capture_output=True,
+                )
             wall = min(_time(kineto, work / "run", False) for _ in range(args.repeat))
             row += f"{wall:10.2f} {kineto.stat().st_size / 1e6 / wall:12.1f}"
         print(row, flush=True)

@@ -50,19 +50,26 @@ HERE = Path(__file__).resolve().parent
 TARGET_S = 2.0
 VIEWS = ("op_statistic", "step_trace", "overlap", "api_statistic")
 # views with no target of their own, measured beside them: name -> the query
-EXTRAS = {"kernel_launch": 'SELECT count(*), avg("Launch Delay(us)") FROM kernel_launch',
-          "op_flops": "SELECT * FROM op_flops",
-          "key_averages": "SELECT * FROM key_averages",
-          "operator_details": 'SELECT count(*), sum("Device Total Duration(us)") FROM operator_details',
-          "advice": "SELECT * FROM advice",
-          "kernel_details": "SELECT count(*) FROM kernel_details",
-          "op_memory": "SELECT * FROM op_memory",
-          "idle_time": "SELECT * FROM idle_time",
-          "queue_length": "SELECT * FROM queue_length"}
+EXTRAS = {
+    "kernel_launch": 'SELECT count(*), avg("Launch Delay(us)") FROM kernel_launch',
+    "op_flops": "SELECT * FROM op_flops",
+    "key_averages": "SELECT * FROM key_averages",
+    "operator_details": 'SELECT count(*), sum("Device Total Duration(us)") FROM operator_details',
+    "advice": "SELECT * FROM advice",
+    "kernel_details": "SELECT count(*) FROM kernel_details",
+    "op_memory": "SELECT * FROM op_memory",
+    "idle_time": "SELECT * FROM idle_time",
+    "queue_length": "SELECT * FROM queue_length",
+}
 # name -> the baseline printed beside it
-BASELINE_OF = {"op_statistic": "polars op_statistic", "api_statistic": "polars api_statistic",
-               "step_trace": "polars Computing union", "overlap": "polars Computing union",
-               "op_summary count": "duckdb scan", "export csv": "duckdb COPY csv"}
+BASELINE_OF = {
+    "op_statistic": "polars op_statistic",
+    "api_statistic": "polars api_statistic",
+    "step_trace": "polars Computing union",
+    "overlap": "polars Computing union",
+    "op_summary count": "duckdb scan",
+    "export csv": "duckdb COPY csv",
+}
 
 
 # -- the children: one measurement each ----------------------------------------------------------------
@@ -71,7 +78,7 @@ def export_steps(run: Path, rows: int) -> list[int]:
     manifest = json.loads((run / "manifest.json").read_text())
     per_step = manifest["metadata"]["device_records_per_step"]
     steps = sorted({s["step"] for s in manifest["steps"]})
-    return steps[:max(1, round(rows / per_step))]
+    return steps[: max(1, round(rows / per_step))]
 
 
 def measure_engine(name: str, run: Path, out: Path, export_rows: int) -> dict:
@@ -82,14 +89,30 @@ def measure_engine(name: str, run: Path, out: Path, export_rows: int) -> dict:
 
         steps = export_steps(run, export_rows)
         t0 = time.perf_counter()
-        app(["export", str(run), "op_summary", "--format", "csv", "-o", str(out),
-             *[a for s in steps for a in ("--step", str(s))]], standalone_mode=False)
+        app(
+            [
+                "export",
+                str(run),
+                "op_summary",
+                "--format",
+                "csv",
+                "-o",
+                str(out),
+                *[a for s in steps for a in ("--step", str(s))],
+            ],
+            standalone_mode=False,
+        )
         wall = time.perf_counter() - t0
         (csv,) = out.glob("op_summary_*.csv")
         with open(csv, "rb") as f:
             rows = sum(1 for _ in f) - 1
-        return {"open_s": None, "work_s": wall, "rows": rows, "mb": csv.stat().st_size / 1e6,
-                "note": f"{len(steps)} steps"}
+        return {
+            "open_s": None,
+            "work_s": wall,
+            "rows": rows,
+            "mb": csv.stat().st_size / 1e6,
+            "note": f"{len(steps)} steps",
+        }
     t0 = time.perf_counter()
     r = prof_engine.open(run)
     t1 = time.perf_counter()
@@ -113,25 +136,47 @@ def measure_baseline(name: str, run: Path, out: Path, export_rows: int) -> dict:
 
         s = pl.scan_parquet(slices, hive_partitioning=True)
         if name == "polars op_statistic":
-            ops = s.filter(pl.col("device") == "host").select(pl.col("id").alias("launch_id"), pl.col("name").alias("op"))
-            q = (s.filter((pl.col("device") != "host") & (pl.col("kind") == "kernel"))
-                 .join(ops, on="launch_id", how="left")
-                 .group_by("rank", "device", pl.coalesce("op_type", "op", "name").alias("op_type"))
-                 .agg(pl.len(), pl.col("dur").sum().alias("sum"), pl.col("dur").min().alias("min"),
-                      pl.col("dur").mean().alias("mean"), pl.col("dur").max().alias("max")))
+            ops = s.filter(pl.col("device") == "host").select(
+                pl.col("id").alias("launch_id"), pl.col("name").alias("op")
+            )
+            q = (
+                s.filter((pl.col("device") != "host") & (pl.col("kind") == "kernel"))
+                .join(ops, on="launch_id", how="left")
+                .group_by("rank", "device", pl.coalesce("op_type", "op", "name").alias("op_type"))
+                .agg(
+                    pl.len(),
+                    pl.col("dur").sum().alias("sum"),
+                    pl.col("dur").min().alias("min"),
+                    pl.col("dur").mean().alias("mean"),
+                    pl.col("dur").max().alias("max"),
+                )
+            )
         elif name == "polars api_statistic":
-            q = (s.filter(pl.col("kind") == "api").group_by("rank", "name")
-                 .agg(pl.len(), pl.col("dur").sum().alias("sum"), pl.col("dur").mean().alias("mean"),
-                      pl.col("dur").min().alias("min"), pl.col("dur").max().alias("max"),
-                      pl.col("dur").var(ddof=0).alias("var")))
+            q = (
+                s.filter(pl.col("kind") == "api")
+                .group_by("rank", "name")
+                .agg(
+                    pl.len(),
+                    pl.col("dur").sum().alias("sum"),
+                    pl.col("dur").mean().alias("mean"),
+                    pl.col("dur").min().alias("min"),
+                    pl.col("dur").max().alias("max"),
+                    pl.col("dur").var(ddof=0).alias("var"),
+                )
+            )
         else:  # Computing union: islands of kernels per rank, device and step
             key = ["rank", "device", "step"]
-            q = (s.filter((pl.col("device") != "host") & (pl.col("kind") == "kernel") & (pl.col("dur") > 0))
-                 .select(*key, pl.col("ts").alias("s"), (pl.col("ts") + pl.col("dur")).alias("e"))
-                 .sort(*key, "s", "e")
-                 .with_columns(pl.col("e").cum_max().shift(1).over(key).alias("reach"))
-                 .with_columns((pl.col("reach").is_null() | (pl.col("s") > pl.col("reach"))).cum_sum().over(key).alias("island"))
-                 .group_by(*key, "island").agg(pl.col("s").min(), pl.col("e").max()))
+            q = (
+                s.filter((pl.col("device") != "host") & (pl.col("kind") == "kernel") & (pl.col("dur") > 0))
+                .select(*key, pl.col("ts").alias("s"), (pl.col("ts") + pl.col("dur")).alias("e"))
+                .sort(*key, "s", "e")
+                .with_columns(pl.col("e").cum_max().shift(1).over(key).alias("reach"))
+                .with_columns(
+                    (pl.col("reach").is_null() | (pl.col("s") > pl.col("reach"))).cum_sum().over(key).alias("island")
+                )
+                .group_by(*key, "island")
+                .agg(pl.col("s").min(), pl.col("e").max())
+            )
         rows = q.collect().height
     else:
         import duckdb
@@ -148,7 +193,8 @@ def measure_baseline(name: str, run: Path, out: Path, export_rows: int) -> dict:
             out.mkdir(parents=True, exist_ok=True)
             rows = duckdb.execute(
                 f"COPY (SELECT * EXCLUDE (args) FROM {src} WHERE device <> 'host' AND kind IN ('kernel', 'comm', 'memcpy', 'memset') "
-                f"AND step IN ({', '.join(map(str, steps))})) TO '{out / 'raw.csv'}' (HEADER)").fetchall()[0][0]
+                f"AND step IN ({', '.join(map(str, steps))})) TO '{out / 'raw.csv'}' (HEADER)"
+            ).fetchall()[0][0]
     return {"open_s": None, "work_s": time.perf_counter() - t0, "rows": rows}
 
 
@@ -160,7 +206,11 @@ def peak_rss_mb() -> float:
 
 def child(name: str, run: Path, out: Path, export_rows: int) -> None:
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    fn = measure_engine if name in VIEWS or name in EXTRAS or name in ("op_summary count", "export csv") else measure_baseline
+    fn = (
+        measure_engine
+        if name in VIEWS or name in EXTRAS or name in ("op_summary count", "export csv")
+        else measure_baseline
+    )
     res = fn(name, run, out, export_rows)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     res.update(name=name, cpu_s=(r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), peak_mb=peak_rss_mb())
@@ -174,24 +224,51 @@ def prepare_run(a: argparse.Namespace) -> Path:
     # keyed by the generator and the store's writer, summary, schemas and the macros that derive the
     # stored lanes: a run written by an older writer (another layout, other encodings, a manifest
     # without what views now read) would measure that writer's files
-    sources = [HERE / "gen_runstore.py", HERE.parent / "prof_engine" / "store" / "partitions.py",
-               HERE.parent / "prof_engine" / "store" / "builder.py", *sorted((HERE.parent / "schemas").glob("*.toml")),
-               *(HERE.parent / "queries" / name for name in ("_classify.sql", "_intervals.sql", "_lanes.sql"))]
+    sources = [
+        HERE / "gen_runstore.py",
+        HERE.parent / "prof_engine" / "store" / "partitions.py",
+        HERE.parent / "prof_engine" / "store" / "builder.py",
+        *sorted((HERE.parent / "schemas").glob("*.toml")),
+        *(HERE.parent / "queries" / name for name in ("_classify.sql", "_intervals.sql", "_lanes.sql")),
+    ]
     # (the last: builder.FINALIZE_MACROS, named here so that this process does not load duckdb)
     version = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:8]
     path = a.workdir / f"runstore_{a.device_records}dev_{a.ranks}r_{a.steps}s_{version}"
     if not (path / "manifest.json").exists():
         print(f"generating {path} ...", flush=True)
-        subprocess.run([sys.executable, str(HERE / "gen_runstore.py"), "-o", str(path), "--device-records",
-                        str(a.device_records), "--ranks", str(a.ranks), "--steps", str(a.steps)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "gen_runstore.py"),
+                "-o",
+                str(path),
+                "--device-records",
+                str(a.device_records),
+                "--ranks",
+                str(a.ranks),
+                "--steps",
+                str(a.steps),
+            ],
+            check=True,
+        )
     return path
 
 
 def run_child(name: str, run: Path, scratch: Path, export_rows: int) -> dict:
     out = scratch / name.replace(" ", "_")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--run", str(run), "--out", str(out),
-           "--export-rows", str(export_rows)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--run",
+        str(run),
+        "--out",
+        str(out),
+        "--export-rows",
+        str(export_rows),
+    ]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     proc = time.perf_counter() - t0
@@ -221,7 +298,9 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 
 
 def print_table(results: dict[str, dict]) -> None:
-    print("\n| measurement | open s | work s | total s | peak RSS MB | rows | target | met? | baseline | baseline s | x baseline |")
+    print(
+        "\n| measurement | open s | work s | total s | peak RSS MB | rows | target | met? | baseline | baseline s | x baseline |"
+    )
     print("|---|--:|--:|--:|--:|--:|--:|---|---|--:|--:|")
     for name, r in results.items():
         if name not in BASELINE_OF:
@@ -233,23 +312,36 @@ def print_table(results: dict[str, dict]) -> None:
         bs = b.get("total_s")
         ratio = f"{r['total_s'] / bs:.1f}x" if bs else ""
         rows = f"{r['rows']:,}" + (f" ({r['mb']:.0f} MB)" if r.get("mb") else "")
-        print(f"| {name} | {fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | {rows} | "
-              f"< {TARGET_S:g} s | {'yes' if r['total_s'] < TARGET_S else 'no'} | {BASELINE_OF[name]} | "
-              f"{fmt(bs)} | {ratio} |")
+        print(
+            f"| {name} | {fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | {rows} | "
+            f"< {TARGET_S:g} s | {'yes' if r['total_s'] < TARGET_S else 'no'} | {BASELINE_OF[name]} | "
+            f"{fmt(bs)} | {ratio} |"
+        )
     extras = {n: r for n, r in results.items() if n in EXTRAS}
     if extras:
         print("\n| other view (no target) | open s | work s | total s | peak RSS MB | rows |")
         print("|---|--:|--:|--:|--:|--:|")
         for name, r in extras.items():
-            print(f"| {name} | " + (r["error"] if "error" in r else
-                                    f"{fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | "
-                                    f"{r['rows']:,}") + " |")
+            print(
+                f"| {name} | "
+                + (
+                    r["error"]
+                    if "error" in r
+                    else f"{fmt(r['open_s'])} | {fmt(r['work_s'])} | {r['total_s']:.2f} | {r['peak_mb']:.0f} | "
+                    f"{r['rows']:,}"
+                )
+                + " |"
+            )
     print("\n| baseline | s | peak RSS MB | rows |")
     print("|---|--:|--:|--:|")
     for name, r in results.items():
         if name in BASELINE_OF or name in EXTRAS:
             continue
-        print(f"| {name} | " + (r["error"] if "error" in r else f"{r['total_s']:.2f} | {r['peak_mb']:.0f} | {r['rows']:,}") + " |")
+        print(
+            f"| {name} | "
+            + (r["error"] if "error" in r else f"{r['total_s']:.2f} | {r['peak_mb']:.0f} | {r['rows']:,}")
+            + " |"
+        )
     print("\nper run, total s: " + "; ".join(f"{n} {r['totals']}" for n, r in results.items() if "totals" in r))
 
 
@@ -261,16 +353,21 @@ def machine_info(run: Path) -> str:
     versions = ", ".join(f"{m} {importlib.import_module(m).__version__}" for m in ("duckdb", "pyarrow", "polars"))
     where = Path(importlib.import_module("prof_engine").__file__).parent.parent  # the library measured (PYTHONPATH)
     head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "prof_engine", "queries"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(where), "status", "--porcelain", "--", "prof_engine", "queries"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     m = json.loads((run / "manifest.json").read_text())
     files = sum(1 for _ in run.rglob("*.parquet"))
     size = sum(p.stat().st_size for p in run.rglob("*.parquet"))
-    return (f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 2**20:.1f} GiB RAM; Python {sys.version.split()[0]}; {versions}; "
-            f"prof-engine from {where} at {head.stdout.strip() or '?'}{' + uncommitted changes' if dirty else ''}; "
-            f"{time.strftime('%Y-%m-%d')}\n"
-            f"run: {run}: {m['tables']} rows, {len(m['ranks'])} ranks, {len({s['step'] for s in m['steps']})} steps, "
-            f"{files} files, {size / 1e6:.0f} MB")
+    return (
+        f"machine: {os.cpu_count()} CPUs ({cpu}), {mem / 2**20:.1f} GiB RAM; Python {sys.version.split()[0]}; {versions}; "
+        f"prof-engine from {where} at {head.stdout.strip() or '?'}{' + uncommitted changes' if dirty else ''}; "
+        f"{time.strftime('%Y-%m-%d')}\n"
+        f"run: {run}: {m['tables']} rows, {len(m['ranks'])} ranks, {len({s['step'] for s in m['steps']})} steps, "
+        f"{files} files, {size / 1e6:.0f} MB"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,8 +26,10 @@ def main() -> None:
     except (MemoryError, ImportError) as e:  # a library that could not be mapped: out of address space
         if isinstance(e, ImportError) and "failed to map segment" not in str(e):
             raise
-        print(f"Error: out of memory while starting ({str(e) or type(e).__name__}); "
-              f"raise the address-space limit (`ulimit -v`)",
-              file=sys.stderr)
+        print(
+            f"Error: out of memory while starting ({str(e) or type(e).__name__}); "
+            f"raise the address-space limit (`ulimit -v`)",
+            file=sys.stderr,
+        )
         sys.exit(1)
     cli_main()

@@ -60,22 +60,63 @@ class _Step:
         self.corr += 1
         host = self.start + 5 + 12 * i
         self.events.append(x(op, host, self.noisy(9), **{"External id": self.corr, "Input Dims": dims}))
-        self.events.append(x("cudaLaunchKernel", host + 2, self.noisy(5), cat="cuda_runtime",
-                             correlation=self.corr, **{"External id": self.corr}))
+        self.events.append(
+            x(
+                "cudaLaunchKernel",
+                host + 2,
+                self.noisy(5),
+                cat="cuda_runtime",
+                correlation=self.corr,
+                **{"External id": self.corr},
+            )
+        )
         begin = max(after + GAP_US * math.exp(self.rng.gauss(0.0, 0.3)), host + 7)
         dur = self.noisy(us)
-        self.events.append(x(kernel, begin, dur, cat="kernel", pid=0, tid=stream, device=0, stream=stream,
-                             correlation=self.corr, **{"External id": self.corr}))
+        self.events.append(
+            x(
+                kernel,
+                begin,
+                dur,
+                cat="kernel",
+                pid=0,
+                tid=stream,
+                device=0,
+                stream=stream,
+                correlation=self.corr,
+                **{"External id": self.corr},
+            )
+        )
         return begin + dur
 
     def memory(self, at: float, allocated: int) -> None:
-        self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": at, "args": {
-            "Device Type": 1, "Device Id": 0, "Addr": 1 << 32, "Bytes": 1 << 20,
-            "Total Allocated": allocated, "Total Reserved": 2 * allocated}})
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": at,
+                "args": {
+                    "Device Type": 1,
+                    "Device Id": 0,
+                    "Addr": 1 << 32,
+                    "Bytes": 1 << 20,
+                    "Total Allocated": allocated,
+                    "Total Reserved": 2 * allocated,
+                },
+            }
+        )
 
 
-def make_trace(path: Path, seed: int, steps: int = 16, slow: dict[str, float] | None = None,
-               drop: set[str] = frozenset(), step_time: float = 1.0) -> Path:
+def make_trace(
+    path: Path,
+    seed: int,
+    steps: int = 16,
+    slow: dict[str, float] | None = None,
+    drop: set[str] = frozenset(),
+    step_time: float = 1.0,
+) -> Path:
     """Write a synthetic trace of `steps` training steps to `path` (see the module docstring)."""
     slow = slow or {}
     rng = random.Random(seed)
@@ -106,8 +147,9 @@ def compare_runs(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("compare")
     traces = {
         "base": make_trace(d / "base.json", seed=1),
-        "changed": make_trace(d / "changed.json", seed=2, slow={"aten::relu": 2.0}, drop={"aten::dropout"},
-                              step_time=1.10),
+        "changed": make_trace(
+            d / "changed.json", seed=2, slow={"aten::relu": 2.0}, drop={"aten::dropout"}, step_time=1.10
+        ),
         "noise": make_trace(d / "noise.json", seed=3),
     }
     return {name: prof_engine.import_trace([t], d / "runs" / name, jobs=1) for name, t in traces.items()}

@@ -40,7 +40,9 @@ def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
     return path
 
 
-def x(name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int | str = 1, tid: int | str = 1, **args: Any) -> dict:
+def x(
+    name: str, ts: float, dur: float, cat: str = "cpu_op", pid: int | str = 1, tid: int | str = 1, **args: Any
+) -> dict:
     """A complete ('X') event, times in µs."""
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
@@ -65,8 +67,16 @@ def ascend_db_copy(tmp_path: Path) -> Path:
     out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
     db = out / "ascend_pytorch_profiler_0.db"
-    shutil.copyfile(fixture_path("ascend", "torch_npu_2rank_level1_db", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT",
-                                 "ascend_pytorch_profiler_0.db"), db)
+    shutil.copyfile(
+        fixture_path(
+            "ascend",
+            "torch_npu_2rank_level1_db",
+            "rank0_ascend_pt",
+            "ASCEND_PROFILER_OUTPUT",
+            "ascend_pytorch_profiler_0.db",
+        ),
+        db,
+    )
     return db
 
 
@@ -129,8 +139,15 @@ def gloo_2rank_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gloo_2rank")
     src = tmp / "traces"
     src.mkdir()
-    ranks = [subprocess.Popen([sys.executable, "-c", _GLOO_RANK, str(rank), str(src), (tmp / "store").as_uri()],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", _GLOO_RANK, str(rank), str(src), (tmp / "store").as_uri()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     for proc in ranks:
         _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr[-2000:]

@@ -37,10 +37,18 @@ def test_kernel_details_and_op_summary_have_every_row(run_2023, rank):
     src, run, _ = run_2023
     header, rows = _vendor(src, rank)
     col = {h: i for i, h in enumerate(header)}
-    want = sorted((r[col["Name"]], round(float(r[col["Start Time(us)"]]), 3),
-                   None if r[col["Task ID"]] == "N/A" else int(r[col["Task ID"]])) for r in rows)
-    for sql in ('SELECT "Name", "Start Time(us)", "Task ID" FROM kernel_details WHERE "Rank" = ?',
-                'SELECT "Op Name", "Task Start Time(us)", "Task ID" FROM op_summary WHERE "Rank" = ?'):
+    want = sorted(
+        (
+            r[col["Name"]],
+            round(float(r[col["Start Time(us)"]]), 3),
+            None if r[col["Task ID"]] == "N/A" else int(r[col["Task ID"]]),
+        )
+        for r in rows
+    )
+    for sql in (
+        'SELECT "Name", "Start Time(us)", "Task ID" FROM kernel_details WHERE "Rank" = ?',
+        'SELECT "Op Name", "Task Start Time(us)", "Task ID" FROM op_summary WHERE "Rank" = ?',
+    ):
         got = sorted((n, float(s), t) for n, s, t in run.sql(sql, [rank]).rows())
         assert got == want and len(got) > 15
 
@@ -51,11 +59,15 @@ def test_a_row_with_a_cell_left_out_keeps_only_what_can_be_placed(run_2023):
     (short,) = [r for r in rows if len(r) != len(header)]
     assert short[header.index("Mix Block Dim")] == "NO"  # the shift the test is about
     start = float(short[header.index("Start Time(us)")])
-    (row,) = run.sql("""SELECT "Name", "Duration(us)", "Block Dim", "Mix Block Dim", "Input Shapes", "Metrics"
-                        FROM kernel_details WHERE "Rank" = 0 AND "Start Time(us)" = ?""", [start]).rows()
+    (row,) = run.sql(
+        """SELECT "Name", "Duration(us)", "Block Dim", "Mix Block Dim", "Input Shapes", "Metrics"
+                        FROM kernel_details WHERE "Rank" = 0 AND "Start Time(us)" = ?""",
+        [start],
+    ).rows()
     assert row[0] == short[header.index("Name")] and row[2:] == (None, None, None, None)
     assert row[1] == pytest.approx(float(short[header.index("Duration(us)")]), abs=0.0005)  # to the ns
-    (source,) = [s for s in json.loads((path / "manifest.json").read_text(encoding="utf-8"))["sources"]
-                 if s["rank"] == 0]
+    (source,) = [
+        s for s in json.loads((path / "manifest.json").read_text(encoding="utf-8"))["sources"] if s["rank"] == 0
+    ]
     (finding,) = [f for f in source["info"]["findings"] if f["rule"] == "ragged_vendor_rows"]
     assert finding["count"] == 1 and "FlashAttentionScore" in finding["detail"]

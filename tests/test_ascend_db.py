@@ -35,10 +35,15 @@ from prof_engine.errors import InputError
 
 POLLING_APIS = ("aclrtQueryEventStatus",)
 STEP_TRACE_COLUMNS = {  # analysis.db StepTraceTime column → step_trace column
-    "computing": "Computing", "communication_not_overlapped": "Communication(Not Overlapped)",
-    "overlapped": "Overlapped", "communication": "Communication", "free": "Free", "stage": "Stage",
-    "bubble": "Bubble", "communication_not_overlapped_and_exclude_receive":
-        "Communication(Not Overlapped and Exclude Receive)", "preparing": "Preparing",
+    "computing": "Computing",
+    "communication_not_overlapped": "Communication(Not Overlapped)",
+    "overlapped": "Overlapped",
+    "communication": "Communication",
+    "free": "Free",
+    "stage": "Stage",
+    "bubble": "Bubble",
+    "communication_not_overlapped_and_exclude_receive": "Communication(Not Overlapped and Exclude Receive)",
+    "preparing": "Preparing",
 }
 
 
@@ -70,8 +75,14 @@ def test_record_counts_per_kind_equal_the_text_form(runs, rank):
     apis = f"SELECT count(*) FROM slices WHERE rank = ? AND kind = 'api' AND name NOT LIKE '%@{POLLING_APIS[0]}'"
     assert db_run.sql(apis, [rank]).rows() == text_run.sql(apis, [rank]).rows()
     kinds = dict(db_run.sql("SELECT kind, count(*) FROM slices WHERE rank = ? GROUP BY kind", [rank]).rows())
-    assert (kinds["kernel"], kinds["comm"], kinds["comm_task"], kinds["host_op"], kinds["step"]) == (187, 4, 296, 859, 1)
-    (comm,), = db_run.sql("SELECT count(*) FROM comm WHERE rank = ?", [rank]).rows()
+    assert (kinds["kernel"], kinds["comm"], kinds["comm_task"], kinds["host_op"], kinds["step"]) == (
+        187,
+        4,
+        296,
+        859,
+        1,
+    )
+    ((comm,),) = db_run.sql("SELECT count(*) FROM comm WHERE rank = ?", [rank]).rows()
     assert comm == 300  # one per HCCL op and one per plane task, as the text form
 
 
@@ -90,8 +101,9 @@ def test_api_statistic_has_the_text_forms_apis_and_counts(runs, rank):
     ours = {(r["Level"], r["API Name"]): r["Count"] for r in _rows(db_run, sql, rank)}
     theirs = {(r["Level"], r["API Name"]): r["Count"] for r in _rows(text_run, sql, rank)}
     assert ours.keys() == theirs.keys() and {level for level, _ in ours} == {"acl", "node", "hccl"}
-    assert {k: v for k, v in ours.items() if k[1] not in POLLING_APIS} == \
-        {k: v for k, v in theirs.items() if k[1] not in POLLING_APIS}
+    assert {k: v for k, v in ours.items() if k[1] not in POLLING_APIS} == {
+        k: v for k, v in theirs.items() if k[1] not in POLLING_APIS
+    }
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -112,7 +124,9 @@ def test_step_trace_has_the_text_forms_shape(runs, rank):
     _, db_run, text_run = runs
     sql = """SELECT * FROM step_trace WHERE "Rank" = ? ORDER BY "Step" NULLS LAST"""
     ours, theirs = _rows(db_run, sql, rank), _rows(text_run, sql, rank)
-    assert [(r["Device"], r["Step"], r["Bubble"]) for r in ours] == [(r["Device"], r["Step"], r["Bubble"]) for r in theirs]
+    assert [(r["Device"], r["Step"], r["Bubble"]) for r in ours] == [
+        (r["Device"], r["Step"], r["Bubble"]) for r in theirs
+    ]
     for col in ("Computing", "Communication", "Free", "Stage"):
         assert ours[0][col] == pytest.approx(theirs[0][col], rel=0.05), col
 
@@ -122,20 +136,30 @@ def test_op_statistic_times_match_the_database(runs, rank):
     """Device op_statistic = COMPUTE_TASK_INFO ⋈ TASK grouped by op type and core type, straight from sqlite."""
     src, db_run, _ = runs
     with ascend_database(src, rank) as con:
-        want = {(r["op"], r["core"]): r for r in con.execute("""
+        want = {
+            (r["op"], r["core"]): r
+            for r in con.execute("""
             SELECT o.value AS op, c.value AS core, count(*) AS n, sum(t.endNs - t.startNs) / 1e3 AS total,
                    min(t.endNs - t.startNs) / 1e3 AS lo, avg(t.endNs - t.startNs) / 1e3 AS mean,
                    max(t.endNs - t.startNs) / 1e3 AS hi
             FROM COMPUTE_TASK_INFO k JOIN TASK t USING (globalTaskId)
-            JOIN STRING_IDS o ON o.id = k.opType JOIN STRING_IDS c ON c.id = k.taskType GROUP BY 1, 2""")}
+            JOIN STRING_IDS o ON o.id = k.opType JOIN STRING_IDS c ON c.id = k.taskType GROUP BY 1, 2""")
+        }
     grand = sum(r["total"] for r in want.values())
-    ours = {(r["OP Type"], r["Core Type"]): r for r in _rows(
-        db_run, """SELECT * FROM op_statistic WHERE "Rank" = ? AND "Device" <> 'host'""", rank)}
+    ours = {
+        (r["OP Type"], r["Core Type"]): r
+        for r in _rows(db_run, """SELECT * FROM op_statistic WHERE "Rank" = ? AND "Device" <> 'host'""", rank)
+    }
     assert ours.keys() == want.keys()
     for key, w in want.items():
         o = ours[key]
         assert o["Count"] == w["n"], key
-        for col, v in (("Total Time(us)", "total"), ("Min Time(us)", "lo"), ("Avg Time(us)", "mean"), ("Max Time(us)", "hi")):
+        for col, v in (
+            ("Total Time(us)", "total"),
+            ("Min Time(us)", "lo"),
+            ("Avg Time(us)", "mean"),
+            ("Max Time(us)", "hi"),
+        ):
             assert o[col] == pytest.approx(w[v], abs=0.01), (key, col)
         assert o["Ratio(%)"] == pytest.approx(100 * w["total"] / grand, abs=0.01), key
 
@@ -145,12 +169,17 @@ def test_api_statistic_times_match_the_database(runs, rank):
     """api_statistic = CANN_API grouped by level (ENUM_API_TYPE) and name, straight from sqlite."""
     src, db_run, _ = runs
     with ascend_database(src, rank) as con:
-        want = {(r["level"], r["name"]): r for r in con.execute("""
+        want = {
+            (r["level"], r["name"]): r
+            for r in con.execute("""
             SELECT e.name AS level, s.value AS name, count(*) AS n, sum(a.endNs - a.startNs) / 1e3 AS total,
                    min(a.endNs - a.startNs) / 1e3 AS lo, avg(a.endNs - a.startNs) / 1e3 AS mean,
                    max(a.endNs - a.startNs) / 1e3 AS hi
-            FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name JOIN ENUM_API_TYPE e ON e.id = a.type GROUP BY 1, 2""")}
-    ours = {(r["Level"], r["API Name"]): r for r in _rows(db_run, """SELECT * FROM api_statistic WHERE "Rank" = ?""", rank)}
+            FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name JOIN ENUM_API_TYPE e ON e.id = a.type GROUP BY 1, 2""")
+        }
+    ours = {
+        (r["Level"], r["API Name"]): r for r in _rows(db_run, """SELECT * FROM api_statistic WHERE "Rank" = ?""", rank)
+    }
     assert ours.keys() == want.keys()
     for key, w in want.items():
         o = ours[key]
@@ -163,7 +192,11 @@ def test_api_names_and_levels_are_written_as_trace_view_writes_them(runs):
     _, db_run, text_run = runs
     sql = """SELECT DISTINCT regexp_extract(name, '^[^@]*@') AS layer, json_extract_string(args, '$.level') AS level
              FROM slices WHERE kind = 'api' ORDER BY ALL"""
-    assert db_run.sql(sql).rows() == text_run.sql(sql).rows() == [("AscendCL@", "acl"), ("Hccl@", "hccl"), ("Node@", "node")]
+    assert (
+        db_run.sql(sql).rows()
+        == text_run.sql(sql).rows()
+        == [("AscendCL@", "acl"), ("Hccl@", "hccl"), ("Node@", "node")]
+    )
 
 
 def test_input_shapes_and_types_of_host_ops_are_not_swapped(runs):
@@ -174,8 +207,11 @@ def test_input_shapes_and_types_of_host_ops_are_not_swapped(runs):
              AND input_types IS NOT NULL GROUP BY ALL ORDER BY ALL"""
     ours = db_run.sql(sql).rows()
     assert ours == text_run.sql(sql).rows()
-    assert ("aten::empty", ";\r\n;\r\n;\r\n;\r\n;\r\n", "ScalarList;\r\nScalar;\r\nScalar;\r\nNone;\r\nScalar;\r\nNone") \
-        in [r[:3] for r in ours]
+    assert (
+        "aten::empty",
+        ";\r\n;\r\n;\r\n;\r\n;\r\n",
+        "ScalarList;\r\nScalar;\r\nScalar;\r\nNone;\r\nScalar;\r\nNone",
+    ) in [r[:3] for r in ours]
 
 
 def _rank_dir(tmp_path):
@@ -211,8 +247,9 @@ def test_column_names_that_drift_are_tolerated(tmp_path):
     con.close()
     run = prof_engine.open(prof_engine.import_trace([tmp_path], tmp_path / "run"))
     try:
-        assert dict(run.sql("SELECT kind, count(*) FROM slices WHERE kind IN ('kernel', 'api') GROUP BY kind").rows()) \
-            == {"kernel": 187, "api": 710}
+        assert dict(
+            run.sql("SELECT kind, count(*) FROM slices WHERE kind IN ('kernel', 'api') GROUP BY kind").rows()
+        ) == {"kernel": 187, "api": 710}
     finally:
         run.close()
     with sqlite3.connect(db) as con:
@@ -232,23 +269,30 @@ def test_kernel_details_match_the_database(runs, rank):
     src, db_run, _ = runs
     with ascend_database(src, rank) as con:
         has_wait = "waitNs" in {r[1] for r in con.execute("PRAGMA table_info(COMPUTE_TASK_INFO)")}  # rank 1's has none
-        want = [dict(r) for r in con.execute(f"""
-            SELECT {'k.waitNs / 1e3' if has_wait else 'NULL'} AS wait, k.blockDim AS block, f.value AS formats,
+        want = [
+            dict(r)
+            for r in con.execute(f"""
+            SELECT {"k.waitNs / 1e3" if has_wait else "NULL"} AS wait, k.blockDim AS block, f.value AS formats,
                    o.value AS out_shapes,
                    (SELECT p.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name
                     WHERE p.globalTaskId = k.globalTaskId AND s.value = 'aiv_total_time') AS aiv_ns
             FROM COMPUTE_TASK_INFO k JOIN TASK t USING (globalTaskId)
             LEFT JOIN STRING_IDS f ON f.id = k.inputFormats LEFT JOIN STRING_IDS o ON o.id = k.outputShapes
-            ORDER BY t.startNs""")]
+            ORDER BY t.startNs""")
+        ]
     ours = _rows(db_run, """SELECT * FROM kernel_details WHERE "Rank" = ? AND "Accelerator Core" <> 'HCCL'""", rank)
     assert len(ours) == len(want) > 100 and sum(w["aiv_ns"] is not None for w in want) > 100
     for o, w in zip(ours, want):
-        assert (o["Block Dim"], o["Input Formats"], o["Output Shapes"]) == \
-            (w["block"], *(None if v in (None, "N/A") else v.strip('"') for v in (w["formats"], w["out_shapes"]))), o["Name"]
+        assert (o["Block Dim"], o["Input Formats"], o["Output Shapes"]) == (
+            w["block"],
+            *(None if v in (None, "N/A") else v.strip('"') for v in (w["formats"], w["out_shapes"])),
+        ), o["Name"]
         if has_wait:
             assert o["Wait Time(us)"] == pytest.approx(w["wait"], abs=0.001), o["Name"]
         metrics = json.loads(o["Metrics"]) if o["Metrics"] else {}
-        assert metrics.get("aiv_time(us)") == (None if w["aiv_ns"] is None else pytest.approx(w["aiv_ns"] / 1e3)), o["Name"]
+        assert metrics.get("aiv_time(us)") == (None if w["aiv_ns"] is None else pytest.approx(w["aiv_ns"] / 1e3)), o[
+            "Name"
+        ]
         assert not (o["Input Shapes"] or "").startswith('"')
 
 

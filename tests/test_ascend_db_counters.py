@@ -25,8 +25,9 @@ def runs(torch_npu_db_run, torch_npu_text_run):
 
 
 def _tracks(run, rank: int) -> dict[tuple[str, str], tuple[int, float]]:
-    rows = run.sql(f"SELECT name, series, count(*), sum(value) FROM counters WHERE rank = ? AND NOT {MEMORY} "
-                   "GROUP BY ALL", [rank]).rows()
+    rows = run.sql(
+        f"SELECT name, series, count(*), sum(value) FROM counters WHERE rank = ? AND NOT {MEMORY} GROUP BY ALL", [rank]
+    ).rows()
     return {(n, s): (k, v) for n, s, k, v in rows}
 
 
@@ -48,24 +49,34 @@ def test_values_are_the_databases(runs, rank):
     try:
         want = {("AI Core Freq", "MHz"): con.execute("SELECT count(*), sum(freq) FROM AICORE_FREQ").fetchone()}
         for hbm, way, n, total in con.execute(
-                "SELECT hbmId, s.value, count(*), sum(bandwidth) FROM HBM h JOIN STRING_IDS s ON s.id = h.type GROUP BY 1, 2"):
+            "SELECT hbmId, s.value, count(*), sum(bandwidth) FROM HBM h JOIN STRING_IDS s ON s.id = h.type GROUP BY 1, 2"
+        ):
             way = way.capitalize()
             want[(f"HBM {hbm}/{way}", f"{way}(MB/s)")] = (n, total / 2**20)
         for llc, way, n, hit, throughput in con.execute(
-                "SELECT llcId, s.value, count(*), sum(hitRate), sum(throughput) FROM LLC l JOIN STRING_IDS s ON s.id = l.mode "
-                "GROUP BY 1, 2"):
+            "SELECT llcId, s.value, count(*), sum(hitRate), sum(throughput) FROM LLC l JOIN STRING_IDS s ON s.id = l.mode "
+            "GROUP BY 1, 2"
+        ):
             way = way.capitalize()
             want[(f"LLC {llc} {way}/Hit Rate", "Hit Rate(%)")] = (n, hit / 100)
             want[(f"LLC {llc} {way}/Throughput", "Throughput(MB/s)")] = (n, throughput / 2**20)
         for kind, n, ddr, hbm in con.execute(
-                "SELECT s.value, count(*), sum(ddr), sum(hbm) FROM NPU_MEM m JOIN STRING_IDS s ON s.id = m.type GROUP BY 1"):
+            "SELECT s.value, count(*), sum(ddr), sum(hbm) FROM NPU_MEM m JOIN STRING_IDS s ON s.id = m.type GROUP BY 1"
+        ):
             prefix = {"app": "APP", "device": "Device"}[kind]
             for part, total in (("DDR", ddr), ("HBM", hbm), ("Memory", ddr + hbm)):
                 want[(f"{prefix}/{part}", "KB")] = (n, total / 1024)
-        n, l2, mata = con.execute("SELECT count(*), sum(l2BufferBwLevel), sum(mataBwLevel) FROM SOC_BANDWIDTH_LEVEL").fetchone()
-        want[("L2 Buffer Bw Level", "L2 Buffer Bw Level")], want[("Mata Bw Level", "Mata Bw Level")] = (n, l2), (n, mata)
-        n, acc, *levels = con.execute("SELECT count(*), sum(accId), sum(readBwLevel), sum(writeBwLevel), "
-                                      "sum(readOstLevel), sum(writeOstLevel) FROM ACC_PMU").fetchone()
+        n, l2, mata = con.execute(
+            "SELECT count(*), sum(l2BufferBwLevel), sum(mataBwLevel) FROM SOC_BANDWIDTH_LEVEL"
+        ).fetchone()
+        want[("L2 Buffer Bw Level", "L2 Buffer Bw Level")], want[("Mata Bw Level", "Mata Bw Level")] = (
+            (n, l2),
+            (n, mata),
+        )
+        n, acc, *levels = con.execute(
+            "SELECT count(*), sum(accId), sum(readBwLevel), sum(writeBwLevel), "
+            "sum(readOstLevel), sum(writeOstLevel) FROM ACC_PMU"
+        ).fetchone()
         for name, level in zip(("read_bandwidth", "write_band_width", "read_ost", "write_ost"), levels):
             want[(name, "value")], want[(name, "acc_id")] = (n, level), (n, acc)
     finally:
@@ -91,8 +102,9 @@ def test_scales_are_the_text_forms(runs, rank):
             assert total / n == pytest.approx(text_total / text_n, rel=1e-3), name
         elif series in ("Read(MB/s)", "Write(MB/s)"):
             assert total == pytest.approx(text_total, rel=0.01), name
-    hit_rates = db_run.sql("SELECT min(value), max(value) FROM counters WHERE series = 'Hit Rate(%)' AND rank = ?",
-                           [rank]).rows()
+    hit_rates = db_run.sql(
+        "SELECT min(value), max(value) FROM counters WHERE series = 'Hit Rate(%)' AND rank = ?", [rank]
+    ).rows()
     assert 0 <= hit_rates[0][0] and 0.5 < hit_rates[0][1] <= 1
 
 

@@ -40,8 +40,11 @@ def runs(torch_npu_db_run, torch_npu_text_run):
 
 
 def _memory(run, rank: int) -> dict[str, tuple]:
-    rows = run.sql("""SELECT "Component", "Peak Allocated(MB)", "Peak Reserved(MB)", "Samples"
-                      FROM memory WHERE "Rank" = ?""", [rank]).rows()
+    rows = run.sql(
+        """SELECT "Component", "Peak Allocated(MB)", "Peak Reserved(MB)", "Samples"
+                      FROM memory WHERE "Rank" = ?""",
+        [rank],
+    ).rows()
     return {c: (a, r, n) for c, a, r, n in rows}
 
 
@@ -73,9 +76,14 @@ def test_components_and_devices_are_the_text_forms(runs, rank):
     for run in (db_run, text_run):
         devices = [d for (d,) in run.sql('SELECT DISTINCT "Device" FROM memory WHERE "Rank" = ?', [rank]).rows()]
         assert devices == [f"npu{rank}"]
-        devices = [d for (d,) in run.sql("""SELECT DISTINCT device FROM counters WHERE rank = ? AND name LIKE '%memory/%'
+        devices = [
+            d
+            for (d,) in run.sql(
+                """SELECT DISTINCT device FROM counters WHERE rank = ? AND name LIKE '%memory/%'
                                             UNION SELECT DISTINCT device FROM memory_events WHERE rank = ?""",
-                                         [rank, rank]).rows()]
+                [rank, rank],
+            ).rows()
+        ]
         assert devices == [f"npu{rank}"]
 
 
@@ -102,18 +110,24 @@ def test_memory_events_are_op_memorys_allocations_and_releases(runs, rank):
             """SELECT count(*) FILTER (WHERE allocationTime IS NOT NULL AND size >= 0),
                       count(*) FILTER (WHERE releaseTime IS NOT NULL),
                       sum(size) FILTER (WHERE allocationTime IS NOT NULL AND size >= 0),
-                      sum(abs(size)) FILTER (WHERE releaseTime IS NOT NULL) FROM OP_MEMORY""").fetchone()
-        names = {n for (n,) in con.execute("SELECT DISTINCT s.value FROM OP_MEMORY o JOIN STRING_IDS s ON s.id = o.name")}
-        peak = con.execute("SELECT max(max(allocationTotalAllocated), max(coalesce(releaseTotalAllocated, 0))) "
-                           "FROM OP_MEMORY").fetchone()[0]
+                      sum(abs(size)) FILTER (WHERE releaseTime IS NOT NULL) FROM OP_MEMORY"""
+        ).fetchone()
+        names = {
+            n for (n,) in con.execute("SELECT DISTINCT s.value FROM OP_MEMORY o JOIN STRING_IDS s ON s.id = o.name")
+        }
+        peak = con.execute(
+            "SELECT max(max(allocationTotalAllocated), max(coalesce(releaseTotalAllocated, 0))) FROM OP_MEMORY"
+        ).fetchone()[0]
     finally:
         con.close()
     assert allocations > 0 and releases > 0
-    (n_alloc, n_release, plus, minus, got_names, got_peak, unnamed), = db_run.sql(
+    ((n_alloc, n_release, plus, minus, got_names, got_peak, unnamed),) = db_run.sql(
         """SELECT count(*) FILTER (WHERE bytes > 0), count(*) FILTER (WHERE bytes < 0),
                   sum(bytes) FILTER (WHERE bytes > 0), -sum(bytes) FILTER (WHERE bytes < 0),
                   list(DISTINCT op_name), max(total_allocated), count(*) FILTER (WHERE op_name IS NULL)
-           FROM memory_events WHERE rank = ?""", [rank]).rows()
+           FROM memory_events WHERE rank = ?""",
+        [rank],
+    ).rows()
     assert (n_alloc, n_release) == (allocations, releases)
     assert (plus, minus) == (allocated, released)
     assert set(got_names) == names and unnamed == 0

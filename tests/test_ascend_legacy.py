@@ -21,13 +21,16 @@ from conftest import fixture_path, load_events
 
 PROF = ("ascend", "msprof_cann7_2device_timeline_legacy")
 COMPUTE = {"AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"}
-SUPPORTED = ("prof-engine imports Chrome/Kineto traces (*.json, *.json.gz), torch_npu/MindSpore "
-             "*_ascend_pt|*_ascend_ms directories (text or .db) and msprof PROF_* directories")
+SUPPORTED = (
+    "prof-engine imports Chrome/Kineto traces (*.json, *.json.gz), torch_npu/MindSpore "
+    "*_ascend_pt|*_ascend_ms directories (text or .db) and msprof PROF_* directories"
+)
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def ns(us: Decimal | float | str) -> int:
@@ -50,17 +53,22 @@ def raw_device(dev: Path) -> dict:
     for f in files:
         _, evs = load_events(f)
         lanes = {e["pid"]: e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
-        threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
-                   if e["ph"] == "M" and e["name"] == "thread_name"}
+        threads = {
+            (e["pid"], e["tid"]): e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"
+        }
         for e in evs:
             key = (e["ph"], e["name"], e["tid"], str(e.get("ts")))
             if e["ph"] == "M" or key in seen:
                 continue
             seen.add(key)
             events.append({**e, "lane": lanes.get(e["pid"]), "thread": threads.get((e["pid"], e["tid"]))})
-    return {"device": f"npu{n}", "rank": info["rank_id"], "events": events,
-            "offset": int(start["collectionTimeBegin"]) * 1000 - int(start["clockMonotonicRaw"]),
-            "window": (int(start["collectionTimeBegin"]) * 1000, int(end["collectionTimeEnd"]) * 1000)}
+    return {
+        "device": f"npu{n}",
+        "rank": info["rank_id"],
+        "events": events,
+        "offset": int(start["collectionTimeBegin"]) * 1000 - int(start["clockMonotonicRaw"]),
+        "window": (int(start["collectionTimeBegin"]) * 1000, int(end["collectionTimeEnd"]) * 1000),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +99,11 @@ def test_every_event_once_with_its_exact_time(legacy):
     msprof_*), the vendor's Overlap Analysis lane left out; ts exact to the ns."""
     run, raw = legacy
     for rank, r in raw.items():
-        want = Counter((e["name"], ns(e["ts"]) + r["offset"]) for e in r["events"]
-                       if e["ph"] == "X" and e["lane"] != "Overlap Analysis")
+        want = Counter(
+            (e["name"], ns(e["ts"]) + r["offset"])
+            for e in r["events"]
+            if e["ph"] == "X" and e["lane"] != "Overlap Analysis"
+        )
         got = Counter(tuple(row) for row in run.sql(f"SELECT name, ts FROM slices WHERE rank = {rank}").rows())
         assert got == want
 
@@ -100,8 +111,11 @@ def test_every_event_once_with_its_exact_time(legacy):
 def test_steps_are_the_iteration_events(legacy):
     run, raw = legacy
     for rank, r in raw.items():
-        want = {int(e["args"]["Iteration ID"]): (ns(e["ts"]) + r["offset"], ns(e["dur"]))
-                for e in r["events"] if e["ph"] == "X" and e.get("cat") == "Iteration Time"}
+        want = {
+            int(e["args"]["Iteration ID"]): (ns(e["ts"]) + r["offset"], ns(e["dur"]))
+            for e in r["events"]
+            if e["ph"] == "X" and e.get("cat") == "Iteration Time"
+        }
         rows = run.sql(f"SELECT step, ts, dur, device FROM slices WHERE rank = {rank} AND kind = 'step'").rows()
         assert {s: (ts, dur) for s, ts, dur, _ in rows} == want and len(rows) == len(want)
         assert {d for *_, d in rows} == {r["device"]}
@@ -114,10 +128,14 @@ def test_steps_are_the_iteration_events(legacy):
 def test_op_statistic_counts_compute_tasks(legacy):
     run, raw = legacy
     for rank, r in raw.items():
-        tasks = [e for e in r["events"] if e["ph"] == "X" and e["lane"] == "Ascend Hardware"
-                 and (e.get("args") or {}).get("Task Type") in COMPUTE]
-        want = Counter((re.search(r"([A-Za-z][A-Za-z0-9_]*)-op\d+$", e["name"]).group(1), e["args"]["Task Type"])
-                       for e in tasks)
+        tasks = [
+            e
+            for e in r["events"]
+            if e["ph"] == "X" and e["lane"] == "Ascend Hardware" and (e.get("args") or {}).get("Task Type") in COMPUTE
+        ]
+        want = Counter(
+            (re.search(r"([A-Za-z][A-Za-z0-9_]*)-op\d+$", e["name"]).group(1), e["args"]["Task Type"]) for e in tasks
+        )
         rows = run.sql(f"""SELECT "OP Type", "Core Type", "Count" FROM op_statistic
                            WHERE "Rank" = {rank} AND "Device" <> 'host'""").rows()
         assert {(t, c): n for t, c, n in rows} == dict(want)
@@ -128,8 +146,9 @@ def test_step_trace_matches_the_vendor_overlap_lane(legacy):
     """One step_trace row per device and step with device work; its lanes equal the sums of the
     Overlap Analysis lane msprof wrote (which prof-engine does not import, it recomputes it)."""
     run, raw = legacy
-    rows = run.sql('SELECT "Rank", "Device", "Step", "Computing", "Communication(Not Overlapped)", "Free" '
-                   "FROM step_trace").rows()
+    rows = run.sql(
+        'SELECT "Rank", "Device", "Step", "Computing", "Communication(Not Overlapped)", "Free" FROM step_trace'
+    ).rows()
     assert {(r, d, s) for r, d, s, *_ in rows} == {(rank, r["device"], 1) for rank, r in raw.items()}
     for rank, _dev, _, computing, not_overlapped, free in rows:
         lane = Counter()
@@ -137,19 +156,24 @@ def test_step_trace_matches_the_vendor_overlap_lane(legacy):
             if e["ph"] == "X" and e["lane"] == "Overlap Analysis":
                 lane[e["thread"]] += Decimal(str(e["dur"]))
         assert (computing, not_overlapped, free) == pytest.approx(
-            (float(lane["Computing"]), float(lane["Communication(Not Overlapped)"]), float(lane["Free"])), abs=1e-6)
+            (float(lane["Computing"]), float(lane["Communication(Not Overlapped)"]), float(lane["Free"])), abs=1e-6
+        )
 
 
 def test_communication_op_and_plane_tasks(legacy):
     run, raw = legacy
     for rank, r in raw.items():
         ops = [e["name"] for e in r["events"] if e["ph"] == "X" and e["thread"] == "Communication Kernel"]
-        planes = [e for e in r["events"]
-                  if e["ph"] == "X" and e["lane"] == "HCCL" and e["thread"] != "Communication Kernel"]
+        planes = [
+            e for e in r["events"] if e["ph"] == "X" and e["lane"] == "HCCL" and e["thread"] != "Communication Kernel"
+        ]
         got = run.sql(f"SELECT name, op_type FROM slices WHERE rank = {rank} AND kind = 'comm'").rows()
         assert got == [(n, "AllReduce") for n in ops] == [("Default/AllReduce-op534_0", "AllReduce")]
-        reduces = [e for e in r["events"] if e["ph"] == "X" and e["lane"] == "Ascend Hardware"
-                   and "REDUCE" in str(e["args"].get("Task Type", ""))]  # HCCL's own device tasks
+        reduces = [
+            e
+            for e in r["events"]
+            if e["ph"] == "X" and e["lane"] == "Ascend Hardware" and "REDUCE" in str(e["args"].get("Task Type", ""))
+        ]  # HCCL's own device tasks
         n = run.sql(f"SELECT count(*) FROM slices WHERE rank = {rank} AND kind = 'comm_task'").rows()[0][0]
         assert n == len(planes) + len(reduces) and reduces
 
@@ -163,8 +187,9 @@ def test_a_device_directory_alone(tmp_path):
 
 
 def test_lone_trace_view_imports_through_the_ascend_lanes(tmp_path):
-    path = fixture_path("ascend", "msprof_analyze_test_resources", "test", "ut", "advisor", "timeline_advice",
-                        "trace_view.json")
+    path = fixture_path(
+        "ascend", "msprof_analyze_test_resources", "test", "ut", "advisor", "timeline_advice", "trace_view.json"
+    )
     _, events = load_events(path)
     lanes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
     hardware = [e for e in events if e.get("ph") == "X" and lanes.get(e["pid"]) == "Ascend Hardware"]
@@ -185,26 +210,34 @@ def assert_one_line(proc: subprocess.CompletedProcess, expected: str, cwd: Path)
 
 def fail_cases() -> dict[str, tuple[tuple[str, ...], str]]:
     return {
-        "mindspore_legacy": (("ascend", "mindspore_legacy_4rank_pipeline_parallel"),
+        "mindspore_legacy": (
+            ("ascend", "mindspore_legacy_4rank_pipeline_parallel"),
             "legacy MindSpore profiler summaries (step_trace_raw_<rank>_detail_time.csv, hccl_raw_<rank>.csv; "
             "ranks 0, 1, 2, 3; steps per rank {0: 5, 1: 5, 2: 5, 3: 5}) cannot be imported: their times are "
             "device syscnt ticks and the folder holds no tick frequency or clock anchor (no PROF_* device data, "
             "no profiler_info start_info) to place them in time; import the run's PROF_* directory, or profile "
-            "with MindSpore >= 2.3 (ASCEND_PROFILER_OUTPUT)"),
-        "collection_metadata": (("ascend", "msprof_ut_collection_metadata"),
+            "with MindSpore >= 2.3 (ASCEND_PROFILER_OUTPUT)",
+        ),
+        "collection_metadata": (
+            ("ascend", "msprof_ut_collection_metadata"),
             "msprof collection metadata only (end_info, host_start.log, info.json, sample.json, start_info): "
-            f"device info, collection switches and clock anchors, no profiling data to import; {SUPPORTED}"),
-        "analyze_resources": (("ascend", "msprof_analyze_test_resources"),
+            f"device info, collection switches and clock anchors, no profiling data to import; {SUPPORTED}",
+        ),
+        "analyze_resources": (
+            ("ascend", "msprof_analyze_test_resources"),
             "msprof-analyze outputs (test/resource/advisor/cluster_analysis_output) beside 4 loose JSON/CSV "
             "file(s), not one profiler output: derived reports are not traces; to import a trace in it, pass the "
-            "file itself: test/ut/advisor/timeline_advice/trace_view.json"),
-        "analyze_kernel_details_only": (("ascend", "msprof_analyze_test_resources", "test", "ut", "advisor",
-                                         "compute_advice"),
-            f"no trace in this directory, only 1 CSV file(s) (data/kernel_details.csv); {SUPPORTED}"),
-        "lone_legacy_timeline": (PROF + ("PROF_000001_20230818142704322_COJGGGCANRMICFBC", "device_0", "timeline",
-                                         "msprof_0_2_1.json"),
+            "file itself: test/ut/advisor/timeline_advice/trace_view.json",
+        ),
+        "analyze_kernel_details_only": (
+            ("ascend", "msprof_analyze_test_resources", "test", "ut", "advisor", "compute_advice"),
+            f"no trace in this directory, only 1 CSV file(s) (data/kernel_details.csv); {SUPPORTED}",
+        ),
+        "lone_legacy_timeline": (
+            PROF + ("PROF_000001_20230818142704322_COJGGGCANRMICFBC", "device_0", "timeline", "msprof_0_2_1.json"),
             "timestamps are not epoch time (56635864386.8 µs: a legacy msprof timeline on the host's monotonic "
-            "clock); import its PROF_* directory, whose start_info.N places it in time"),
+            "clock); import its PROF_* directory, whose start_info.N places it in time",
+        ),
     }
 
 
@@ -231,11 +264,14 @@ def test_prof_dir_without_legacy_timelines(tmp_path):
     (prof / "device_0").mkdir(parents=True)
     (prof / "device_0" / "info.json.0").write_text("{}")
     (tmp_path / "out").mkdir()
-    assert_one_line(cli(tmp_path / "out", "import", prof, "-o", "run"),
-                    f"{prof}: a CANN msprof PROF_* directory with neither per-device timelines "
-                    "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
-                    "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not "
-                    "read yet)", tmp_path / "out")
+    assert_one_line(
+        cli(tmp_path / "out", "import", prof, "-o", "run"),
+        f"{prof}: a CANN msprof PROF_* directory with neither per-device timelines "
+        "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
+        "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not "
+        "read yet)",
+        tmp_path / "out",
+    )
 
 
 def test_device_dir_without_start_info(tmp_path):
@@ -246,9 +282,12 @@ def test_device_dir_without_start_info(tmp_path):
     for f in (src / "timeline").iterdir():
         (dev / "timeline" / f.name).symlink_to(f)
     (tmp_path / "out").mkdir()
-    assert_one_line(cli(tmp_path / "out", "import", dev, "-o", "run"),
-                    f"{dev}: no start_info.0: the legacy msprof timeline is on the host's CLOCK_MONOTONIC_RAW "
-                    "and cannot be placed in time without this clock anchor", tmp_path / "out")
+    assert_one_line(
+        cli(tmp_path / "out", "import", dev, "-o", "run"),
+        f"{dev}: no start_info.0: the legacy msprof timeline is on the host's CLOCK_MONOTONIC_RAW "
+        "and cannot be placed in time without this clock anchor",
+        tmp_path / "out",
+    )
 
 
 def test_iteration_trace_is_the_step_trace_lane(legacy):
@@ -258,10 +297,19 @@ def test_iteration_trace_is_the_step_trace_lane(legacy):
     run, raw = legacy
     for rank, r in raw.items():
         trace = r["events"]
-        iters = {int(e["args"]["Iteration ID"]): e["args"] for e in trace if e["ph"] == "X" and e.get("cat") == "Iteration Time"}
-        bounds = {int(e["name"].split()[-1]): e["args"]["Data_aug Bound(us)"] for e in trace
-                  if e["ph"] == "t" and e["name"].startswith("Data_aug Bound")}
-        reduces = Counter(int(m[1]) for e in trace if e["ph"] == "X" and (m := re.fullmatch(r"Reduce_(\d+)_\d+", e["name"])))
+        iters = {
+            int(e["args"]["Iteration ID"]): e["args"]
+            for e in trace
+            if e["ph"] == "X" and e.get("cat") == "Iteration Time"
+        }
+        bounds = {
+            int(e["name"].split()[-1]): e["args"]["Data_aug Bound(us)"]
+            for e in trace
+            if e["ph"] == "t" and e["name"].startswith("Data_aug Bound")
+        }
+        reduces = Counter(
+            int(m[1]) for e in trace if e["ph"] == "X" and (m := re.fullmatch(r"Reduce_(\d+)_\d+", e["name"]))
+        )
         rows = run.sql(f'SELECT * FROM iteration_trace WHERE "Rank" = {rank}').arrow().to_pylist()
         assert [row["Iteration ID"] for row in rows] == sorted(iters) and len(rows) >= 10
         for row in rows:

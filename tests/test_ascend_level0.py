@@ -44,7 +44,9 @@ def test_step_trace_matches_step_trace_time_csv(level0, rank):
     """Computing was 0 when the Level0 rows were not matched (every compute task became `other`)."""
     src, run, _ = level0
     assert_step_trace_is_vendors(src, run, rank)
-    (computing,) = run.sql('SELECT "Computing" FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).rows()[0]
+    (computing,) = run.sql('SELECT "Computing" FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).rows()[
+        0
+    ]
     assert computing > 8000
 
 
@@ -57,7 +59,9 @@ def test_op_statistic_counts_the_kernel_details_rows(level0, rank):
     durations = [float(r["Duration(us)"]) for r in vendor]
     count, total, lo, hi = run.sql(
         """SELECT sum("Count"), sum("Total Time(us)"), min("Min Time(us)"), max("Max Time(us)") FROM op_statistic
-           WHERE "Rank" = ? AND "Device" <> 'host'""", [rank]).rows()[0]
+           WHERE "Rank" = ? AND "Device" <> 'host'""",
+        [rank],
+    ).rows()[0]
     assert count == len(vendor) > 150
     assert total == pytest.approx(sum(durations), abs=0.0005 * len(vendor) + 0.01)
     assert lo == pytest.approx(min(durations), abs=0.01) and hi == pytest.approx(max(durations), abs=0.01)
@@ -99,8 +103,15 @@ def _rank_dir(tmp_path, rows: list[str]):
     events = [
         {"ph": "M", "name": "process_name", "pid": 800, "args": {"name": "Ascend Hardware"}},
         {"ph": "M", "name": "process_labels", "pid": 800, "args": {"labels": "NPU"}},
-        {"ph": "X", "name": "Conv2D", "pid": 800, "tid": 2, "ts": "1700000000000000.001", "dur": 5.0,
-         "args": {"Task Type": "AI_CORE", "Physic Stream Id": 2, "Task Id": 7, "connection_id": 99}},
+        {
+            "ph": "X",
+            "name": "Conv2D",
+            "pid": 800,
+            "tid": 2,
+            "ts": "1700000000000000.001",
+            "dur": 5.0,
+            "args": {"Task Type": "AI_CORE", "Physic Stream Id": 2, "Task Id": 7, "connection_id": 99},
+        },
     ]
     (out / "trace_view.json").write_text(json.dumps(events), encoding="utf-8")
     (out / "kernel_details.csv").write_text(HEADER + "".join(rows), encoding="utf-8")
@@ -112,10 +123,13 @@ def test_rows_match_on_name_and_start_and_the_rest_are_a_finding(tmp_path):
     `unmatched_vendor_rows`, naming the file and the row, instead of vanishing."""
     import prof_engine
 
-    src = _rank_dir(tmp_path / "src", [
-        "1,Conv2D,N/A,N/A,1700000000000000.000\t,5.0,0,16\r\n",
-        "1,MatMul,N/A,N/A,1700000000000100.000\t,3.0,95.0,8\r\n",  # no such task in the trace
-    ])
+    src = _rank_dir(
+        tmp_path / "src",
+        [
+            "1,Conv2D,N/A,N/A,1700000000000000.000\t,5.0,0,16\r\n",
+            "1,MatMul,N/A,N/A,1700000000000100.000\t,3.0,95.0,8\r\n",  # no such task in the trace
+        ],
+    )
     path = prof_engine.import_trace([src], tmp_path / "run")
     with prof_engine.open(path) as run:
         assert run.sql("SELECT kind, name FROM slices WHERE device <> 'host'").rows() == [("kernel", "Conv2D")]
@@ -133,16 +147,25 @@ def test_operator_details_matches_operator_details_csv(level0, rank):
     those rows exceed the vendor's by exactly one copy task's duration."""
     src, run, _ = level0
     vendor = _vendor(src, rank, "operator_details.csv")
-    ours = run.sql('SELECT * EXCLUDE ("Rank", "Step") FROM operator_details WHERE "Rank" = ?',
-                   [rank]).arrow().to_pylist()
-    copies = [d / 1000 for (d,) in run.sql(
-        "SELECT DISTINCT dur FROM slices WHERE rank = ? AND kind = 'memcpy' AND name = 'MEMCPY_ASYNC'", [rank]).rows()]
+    ours = (
+        run.sql('SELECT * EXCLUDE ("Rank", "Step") FROM operator_details WHERE "Rank" = ?', [rank]).arrow().to_pylist()
+    )
+    copies = [
+        d / 1000
+        for (d,) in run.sql(
+            "SELECT DISTINCT dur FROM slices WHERE rank = ? AND kind = 'memcpy' AND name = 'MEMCPY_ASYNC'", [rank]
+        ).rows()
+    ]
     assert len(ours) == len(vendor) > 800
     differing = 0
     for o, v in zip(ours, vendor):
         assert o["Name"] == v["Name"]
-        for col in ("Host Self Duration(us)", "Host Total Duration(us)", "Device Self Duration With AICore(us)",
-                    "Device Total Duration With AICore(us)"):
+        for col in (
+            "Host Self Duration(us)",
+            "Host Total Duration(us)",
+            "Device Self Duration With AICore(us)",
+            "Device Total Duration With AICore(us)",
+        ):
             assert o[col] == pytest.approx(float(v[col]), abs=0.01), (o["Name"], col)
         for col in ("Device Self Duration(us)", "Device Total Duration(us)"):
             extra = o[col] - float(v[col])

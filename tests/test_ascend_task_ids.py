@@ -73,6 +73,7 @@ def test_db_task_ids_are_the_databases(torch_npu_db_run, rank):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_text_and_db_give_the_same_tasks_per_stream(torch_npu_text_run, torch_npu_db_run, rank):
     """Per stream in start order: the same task names, and task ids one constant apart."""
+
     def per_stream(run):
         out = defaultdict(list)
         for name, _, task, stream, _ in run.sql(TASK_ROWS, [rank]).rows():

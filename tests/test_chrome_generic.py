@@ -49,8 +49,11 @@ def _slices_of(events: list[dict]) -> tuple[list[tuple], int, int]:
             continue
         ts = _ns(e["ts"])
         if ph in "beSFnTp":  # async: a track per (category, id), legacy ones per (category, name, id)
-            tid = (f"async:{e.get('cat', '')}:{e.get('id')}" if ph in "ben"
-                   else f"async:{e.get('cat', '')}:{name}:{e.get('id')}")
+            tid = (
+                f"async:{e.get('cat', '')}:{e.get('id')}"
+                if ph in "ben"
+                else f"async:{e.get('cat', '')}:{name}:{e.get('id')}"
+            )
         end = ts + (_ns(e.get("dur", 0)) if ph == "X" else 0)
         ends[pid, tid] = max(ends[pid, tid], end)
         if ph == "X":
@@ -128,8 +131,12 @@ def test_slice_statistic_is_the_raw_jsons(catapult):
 def test_begins_never_ended_and_ends_of_nothing_are_findings(catapult):
     name, events, run_dir = catapult
     _, unclosed, unmatched = _slices_of(events)
-    expected = {"catapult_flow": (3, 0), "catapult_main_thread_has_unclosed_slices": (4, 0),
-                "catapult_nestable_async": (1, 1), "catapult_x_event_trace": (0, 0)}[name]
+    expected = {
+        "catapult_flow": (3, 0),
+        "catapult_main_thread_has_unclosed_slices": (4, 0),
+        "catapult_nestable_async": (1, 1),
+        "catapult_x_event_trace": (0, 0),
+    }[name]
     assert (unclosed, unmatched) == expected
     found = _findings(run_dir)
     assert (found.get("unclosed_slices", 0), found.get("unmatched_ends", 0)) == expected
@@ -163,25 +170,35 @@ BASE = 1_700_000_000_000_000  # µs
 def test_slice_statistic_nests_every_slice_of_a_track(tmp_path):
     """A thread of B/E and X slices of no known category, and a B never ended:
 
-        a  |------------------------|          0-100 (X)
-        b     |------|                         10-40 (B/E)
-        c     |--|                             10-20, nested in b (longer first at equal starts)
-        d             |----|                   40-60: touches b's end, so a's child, not b's
-        z                  |                   60, zero length
-        u                         |---...      90, never ended: closed at the latest end of its thread's
-                                               events read after it (a's end, 100)
+    a  |------------------------|          0-100 (X)
+    b     |------|                         10-40 (B/E)
+    c     |--|                             10-20, nested in b (longer first at equal starts)
+    d             |----|                   40-60: touches b's end, so a's child, not b's
+    z                  |                   60, zero length
+    u                         |---...      90, never ended: closed at the latest end of its thread's
+                                           events read after it (a's end, 100)
     """
-    events = [{"ph": "B", "name": "b", "cat": "x", "ts": BASE + 10, "pid": 1, "tid": 1},
-              x("c", BASE + 10, 10, cat="x"), {"ph": "E", "ts": BASE + 40, "pid": 1, "tid": 1},
-              x("d", BASE + 40, 20, cat="x"), x("z", BASE + 60, 0, cat="x"),
-              {"ph": "B", "name": "u", "cat": "x", "ts": BASE + 90, "pid": 1, "tid": 1},
-              {"ph": "E", "ts": BASE + 95, "pid": 1, "tid": 2},  # another thread's E: closes nothing
-              x("a", BASE, 100, cat="toplevel")]  # written when it ended, as Chrome writes X events
+    events = [
+        {"ph": "B", "name": "b", "cat": "x", "ts": BASE + 10, "pid": 1, "tid": 1},
+        x("c", BASE + 10, 10, cat="x"),
+        {"ph": "E", "ts": BASE + 40, "pid": 1, "tid": 1},
+        x("d", BASE + 40, 20, cat="x"),
+        x("z", BASE + 60, 0, cat="x"),
+        {"ph": "B", "name": "u", "cat": "x", "ts": BASE + 90, "pid": 1, "tid": 1},
+        {"ph": "E", "ts": BASE + 95, "pid": 1, "tid": 2},  # another thread's E: closes nothing
+        x("a", BASE, 100, cat="toplevel"),
+    ]  # written when it ended, as Chrome writes X events
     run_dir = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     with prof_engine.open(run_dir) as run:
         rows = run.sql(f'SELECT {COLUMNS} FROM slice_statistic ORDER BY "Name"').rows()
-    assert rows == [("1", "1", "a", 1, 100.0, 40.0), ("1", "1", "b", 1, 30.0, 20.0), ("1", "1", "c", 1, 10.0, 10.0),
-                    ("1", "1", "d", 1, 20.0, 20.0), ("1", "1", "u", 1, 10.0, 10.0), ("1", "1", "z", 1, 0.0, 0.0)]
+    assert rows == [
+        ("1", "1", "a", 1, 100.0, 40.0),
+        ("1", "1", "b", 1, 30.0, 20.0),
+        ("1", "1", "c", 1, 10.0, 10.0),
+        ("1", "1", "d", 1, 20.0, 20.0),
+        ("1", "1", "u", 1, 10.0, 10.0),
+        ("1", "1", "z", 1, 0.0, 0.0),
+    ]
     found = _findings(run_dir)
     assert (found["unclosed_slices"], found["unmatched_ends"]) == (1, 1)
 
@@ -189,19 +206,21 @@ def test_slice_statistic_nests_every_slice_of_a_track(tmp_path):
 def _paired_events() -> list[dict]:
     """B/E and async pairs among X slices: a B left open across many chunks of X events, async
     b/e/n with `id` and `id2`, legacy S/T/F, ends of nothing."""
-    ev = [{"ph": "B", "name": "open forever", "ts": BASE, "pid": 1, "tid": 1},
-          {"ph": "b", "cat": "net", "name": "req", "id": "0x1", "ts": BASE + 1, "pid": 1, "tid": 1},
-          {"ph": "b", "cat": "net", "name": "inner", "id": "0x1", "ts": BASE + 2, "pid": 1, "tid": 2},
-          {"ph": "n", "cat": "net", "name": "mark", "id": "0x1", "ts": BASE + 3, "pid": 1, "tid": 2},
-          {"ph": "e", "cat": "net", "name": "inner", "id": "0x1", "ts": BASE + 4, "pid": 1, "tid": 2},
-          {"ph": "b", "cat": "net", "name": "g", "id2": {"global": "7"}, "ts": BASE + 5, "pid": 1, "tid": 1},
-          {"ph": "e", "cat": "net", "name": "g", "id2": {"global": "7"}, "ts": BASE + 9, "pid": 2, "tid": 5},
-          {"ph": "b", "cat": "net", "name": "l", "id2": {"local": "7"}, "ts": BASE + 5, "pid": 1, "tid": 1},
-          {"ph": "S", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 6, "pid": 1, "tid": 1},
-          {"ph": "T", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 7, "pid": 1, "tid": 1, "args": {"step": "s1"}},
-          {"ph": "F", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 8, "pid": 1, "tid": 1},
-          {"ph": "e", "cat": "net", "name": "nothing", "id": "0x9", "ts": BASE + 8, "pid": 1, "tid": 1},
-          {"ph": "E", "ts": BASE + 8, "pid": 9, "tid": 9}]
+    ev = [
+        {"ph": "B", "name": "open forever", "ts": BASE, "pid": 1, "tid": 1},
+        {"ph": "b", "cat": "net", "name": "req", "id": "0x1", "ts": BASE + 1, "pid": 1, "tid": 1},
+        {"ph": "b", "cat": "net", "name": "inner", "id": "0x1", "ts": BASE + 2, "pid": 1, "tid": 2},
+        {"ph": "n", "cat": "net", "name": "mark", "id": "0x1", "ts": BASE + 3, "pid": 1, "tid": 2},
+        {"ph": "e", "cat": "net", "name": "inner", "id": "0x1", "ts": BASE + 4, "pid": 1, "tid": 2},
+        {"ph": "b", "cat": "net", "name": "g", "id2": {"global": "7"}, "ts": BASE + 5, "pid": 1, "tid": 1},
+        {"ph": "e", "cat": "net", "name": "g", "id2": {"global": "7"}, "ts": BASE + 9, "pid": 2, "tid": 5},
+        {"ph": "b", "cat": "net", "name": "l", "id2": {"local": "7"}, "ts": BASE + 5, "pid": 1, "tid": 1},
+        {"ph": "S", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 6, "pid": 1, "tid": 1},
+        {"ph": "T", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 7, "pid": 1, "tid": 1, "args": {"step": "s1"}},
+        {"ph": "F", "cat": "cc", "name": "Task", "id": 3, "ts": BASE + 8, "pid": 1, "tid": 1},
+        {"ph": "e", "cat": "net", "name": "nothing", "id": "0x9", "ts": BASE + 8, "pid": 1, "tid": 1},
+        {"ph": "E", "ts": BASE + 8, "pid": 9, "tid": 9},
+    ]
     ev += [x(f"op{i}", BASE + 10 + i, 0.5, cat="x") for i in range(40)]
     ev += [x("last", BASE + 60, 5, cat="x", tid=1), {"ph": "i", "name": "late", "ts": BASE + 70, "pid": 1, "tid": 2}]
     return ev

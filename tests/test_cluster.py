@@ -51,11 +51,17 @@ def test_slow_rank_needs_three_ranks(tmp_path):
 
 
 def test_pipeline_stage_from_parallel_group_info():
-    groups = {"g1": {"group_name": "pp", "group_rank": 1, "global_ranks": [4, 0]},
-              "g2": {"group_name": "tp", "group_rank": 0, "global_ranks": [4, 5]},
-              "g3": {"group_name": "dp", "group_rank": 0, "global_ranks": [4, 6]}}
-    manifest = {"sources": [{"rank": 4, "path": "r4", "format": "torch_npu", "info": {"parallel_group_info": groups}},
-                            {"rank": 9, "path": "r9", "format": "torch_npu", "info": {}}]}
+    groups = {
+        "g1": {"group_name": "pp", "group_rank": 1, "global_ranks": [4, 0]},
+        "g2": {"group_name": "tp", "group_rank": 0, "global_ranks": [4, 5]},
+        "g3": {"group_name": "dp", "group_rank": 0, "global_ranks": [4, 6]},
+    }
+    manifest = {
+        "sources": [
+            {"rank": 4, "path": "r4", "format": "torch_npu", "info": {"parallel_group_info": groups}},
+            {"rank": 9, "path": "r9", "format": "torch_npu", "info": {}},
+        ]
+    }
     rows = run_ranks(json.loads(json.dumps(manifest)))
     # rank, host, source, format, pp_stage, dp_index, tp_index
     assert rows[0] == (4, None, "r4", "torch_npu", 1, 0, 0)

@@ -62,7 +62,10 @@ def test_a_second_profiler_into_the_same_path_records_beside_the_first(tmp_path,
                     prof.step()
         paths.append(prof.run_path)
     assert paths == [tmp_path / "run", tmp_path / "run_2"]
-    assert f"already recorded into {tmp_path / 'run'}; this Profiler records into {tmp_path / 'run_2'}" in messages(caplog)[0]
+    assert (
+        f"already recorded into {tmp_path / 'run'}; this Profiler records into {tmp_path / 'run_2'}"
+        in messages(caplog)[0]
+    )
     for path, phase in zip(paths, ("warmup", "train")):
         with prof_engine.open(path) as run:
             assert run.sql("SELECT DISTINCT name FROM marks").rows() == [(phase,)]
@@ -71,8 +74,9 @@ def test_a_second_profiler_into_the_same_path_records_beside_the_first(tmp_path,
 def test_analyse_prints_the_summary_tables(tmp_path, capsys):
     """`prof.analyse()` printed nothing in a script (it only returned the tables); it prints them
     as `prof-engine show` does; show=False keeps it quiet."""
-    with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none",
-                              schedule=prof_engine.schedule(wait=0, warmup=0, active=3)) as prof:
+    with prof_engine.Profiler(
+        tmp_path / "run", profiler_level="Level_none", schedule=prof_engine.schedule(wait=0, warmup=0, active=3)
+    ) as prof:
         for _ in range(3):
             mstx.mark("tick")
             prof.step()
@@ -87,8 +91,18 @@ def test_analyse_prints_the_summary_tables(tmp_path, capsys):
 def test_config_file_is_honoured(tmp_path, monkeypatch):
     """PROF_ENGINE_CONFIG sets output, level and schedule of a Profiler made with no arguments."""
     config = tmp_path / "prof.json"
-    config.write_text(json.dumps({"profiler": {"switch": "on", "output": str(tmp_path / "from_config"),
-                                               "level": "Level_none", "schedule": {"wait": 1, "active": 2, "repeat": 1}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "profiler": {
+                    "switch": "on",
+                    "output": str(tmp_path / "from_config"),
+                    "level": "Level_none",
+                    "schedule": {"wait": 1, "active": 2, "repeat": 1},
+                }
+            }
+        )
+    )
     monkeypatch.setenv("PROF_ENGINE_CONFIG", str(config))
     with prof_engine.Profiler() as prof:
         for _ in range(5):
@@ -104,15 +118,23 @@ def test_config_file_is_honoured(tmp_path, monkeypatch):
 def test_each_recorded_step_has_a_sample_however_short(tmp_path):
     """A step shorter than the sampling interval (or one in which the sampling thread got no CPU)
     gets one sample, taken at its end, inside its window; steps not recorded get none."""
-    with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none", sampling_interval_ms=60_000,
-                              schedule=prof_engine.schedule(wait=1, active=2, repeat=1)) as prof:
+    with prof_engine.Profiler(
+        tmp_path / "run",
+        profiler_level="Level_none",
+        sampling_interval_ms=60_000,
+        schedule=prof_engine.schedule(wait=1, active=2, repeat=1),
+    ) as prof:
         for _ in range(5):
             prof.step()
     with prof_engine.open(tmp_path / "run") as run:
-        assert run.sql("SELECT step, count(DISTINCT ts) FROM counters WHERE series = 'process rss(bytes)' "
-                       "GROUP BY step ORDER BY step").rows() == [(1, 1), (2, 1)]
-        assert run.sql("SELECT count(*) FROM counters c JOIN slices s ON s.kind = 'step' AND s.step = c.step "
-                       "WHERE c.ts NOT BETWEEN s.ts AND s.ts + s.dur").rows() == [(0,)]
+        assert run.sql(
+            "SELECT step, count(DISTINCT ts) FROM counters WHERE series = 'process rss(bytes)' "
+            "GROUP BY step ORDER BY step"
+        ).rows() == [(1, 1), (2, 1)]
+        assert run.sql(
+            "SELECT count(*) FROM counters c JOIN slices s ON s.kind = 'step' AND s.step = c.step "
+            "WHERE c.ts NOT BETWEEN s.ts AND s.ts + s.dur"
+        ).rows() == [(0,)]
 
 
 def test_config_switch_off_makes_the_profiler_a_no_op(tmp_path, monkeypatch, caplog):
@@ -124,7 +146,9 @@ def test_config_switch_off_makes_the_profiler_a_no_op(tmp_path, monkeypatch, cap
             prof.step()
             mstx.mark("not recorded")
     assert not (tmp_path / "run").exists() and not mstx.enabled()
-    assert messages(caplog) == ["prof_engine: profiling is switched off (PROF_ENGINE_CONFIG); Profiler.start() does nothing"]
+    assert messages(caplog) == [
+        "prof_engine: profiling is switched off (PROF_ENGINE_CONFIG); Profiler.start() does nothing"
+    ]
 
 
 def test_metadata_goes_to_the_manifest_size_capped(tmp_path, caplog):
@@ -134,14 +158,20 @@ def test_metadata_goes_to_the_manifest_size_capped(tmp_path, caplog):
         with caplog.at_level("ERROR", logger="prof_engine"):
             prof.add_metadata_json("broken", "{")
             prof.add_metadata("huge", "x" * (2 << 20))
-    assert [m.split(":")[1].strip() for m in messages(caplog)] == ["add_metadata_json('broken')", "metadata 'huge' left out"]
+    assert [m.split(":")[1].strip() for m in messages(caplog)] == [
+        "add_metadata_json('broken')",
+        "metadata 'huge' left out",
+    ]
     with prof_engine.open(tmp_path / "run") as run:
         assert run.manifest["metadata"] == {"model": "mlp", "hyper": {"lr": 0.1, "layers": [32, 64]}}
 
 
 def test_export_summaries_handler(tmp_path):
-    with prof_engine.Profiler(tmp_path / "run", profiler_level="Level_none",
-                              on_trace_ready=prof_engine.export_summaries(tmp_path / "out", fmt="json")):
+    with prof_engine.Profiler(
+        tmp_path / "run",
+        profiler_level="Level_none",
+        on_trace_ready=prof_engine.export_summaries(tmp_path / "out", fmt="json"),
+    ):
         mstx.mark("x")
     assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".json"] * 5
 
@@ -161,7 +191,10 @@ def test_acl_procedural_api(tmp_path, caplog):
         assert acl.stop(markers) == acl.ACL_SUCCESS
     caplog.clear()
     with caplog.at_level("WARNING", logger="prof_engine"):
-        assert acl.create_config([0], data_type_config=acl.ACL_PROF_AICORE_METRICS).level is prof_engine.ProfilerLevel.Level_none
+        assert (
+            acl.create_config([0], data_type_config=acl.ACL_PROF_AICORE_METRICS).level
+            is prof_engine.ProfilerLevel.Level_none
+        )
     assert "need Ascend hardware" in messages(caplog)[0]
     assert acl.create_config([0], data_type_config=1 << 40) is None
     assert acl.destroy_config(markers) == acl.ACL_SUCCESS and acl.start(markers) == acl.ACL_ERROR_INVALID_PARAM
@@ -179,8 +212,9 @@ def test_offline_analyse_merges_rank_runs(tmp_path, monkeypatch):
     for rank in (0, 1):
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
-        with prof_engine.Profiler(tmp_path / "job", profiler_level="Level_none",
-                                  schedule=prof_engine.schedule(active=1)) as prof:
+        with prof_engine.Profiler(
+            tmp_path / "job", profiler_level="Level_none", schedule=prof_engine.schedule(active=1)
+        ) as prof:
             for step in range(2 + rank):
                 with mstx.range(f"rank {rank} step {step}"):
                     mstx.mark("m")
@@ -191,6 +225,8 @@ def test_offline_analyse_merges_rank_runs(tmp_path, monkeypatch):
     with prof_engine.open(merged) as run:
         assert run.manifest["ranks"] == [0, 1]
         assert run.sql("select rank, count(*) from slices where kind = 'user_range' group by 1 order by 1").rows() == [
-            (0, 2), (1, 3)]
+            (0, 2),
+            (1, 3),
+        ]
         assert run.sql("select count(*) = count(distinct id) from slices").rows() == [(True,)]
         assert run.sql("select count(*) from run_ranks").rows() == [(2,)]

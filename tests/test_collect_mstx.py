@@ -28,9 +28,11 @@ def test_importing_prof_engine_for_markers_loads_no_engine():
     import subprocess
     import sys
 
-    code = ("import sys, prof_engine\nfrom prof_engine import mstx\nmstx.mark('m')\n"
-            "print(sorted(m for m in ('pyarrow', 'duckdb', 'polars', 'numpy') if m in sys.modules))\n"
-            "prof_engine.open\nprint('duckdb' in sys.modules)")
+    code = (
+        "import sys, prof_engine\nfrom prof_engine import mstx\nmstx.mark('m')\n"
+        "print(sorted(m for m in ('pyarrow', 'duckdb', 'polars', 'numpy') if m in sys.modules))\n"
+        "prof_engine.open\nprint('duckdb' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.split("\n")[:2] == ["[]", "True"]
 
@@ -43,8 +45,13 @@ def test_markers_cost_well_under_a_microsecond_when_off():
         with r:
             pass
 
-    for fn in (lambda: mstx.mark("m"), lambda: mstx.push("p"), mstx.pop,
-               lambda: mstx.range_end(mstx.range_start("s")), with_range):
+    for fn in (
+        lambda: mstx.mark("m"),
+        lambda: mstx.push("p"),
+        mstx.pop,
+        lambda: mstx.range_end(mstx.range_start("s")),
+        with_range,
+    ):
         assert per_call_ns(fn) < 1000
     assert mstx.take() == []  # nothing was recorded
 
@@ -61,7 +68,9 @@ def test_markers_are_cheap_when_on():
 
 
 def _slice_rows(run, where: str = "kind = 'user_range'"):
-    return run.sql(f"select name, step, depth, parent_id, id, tid, ts, dur from slices where {where} order by ts, depth").rows()
+    return run.sql(
+        f"select name, step, depth, parent_id, id, tid, ts, dur from slices where {where} order by ts, depth"
+    ).rows()
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +88,9 @@ def marker_run(tmp_path_factory):
         mstx.range_end(rid)
         worker_ids.append(threading.get_native_id())
 
-    with prof_engine.Profiler(out, profiler_level="Level_none",
-                              schedule=prof_engine.schedule(wait=1, warmup=0, active=3, repeat=1)) as prof:
+    with prof_engine.Profiler(
+        out, profiler_level="Level_none", schedule=prof_engine.schedule(wait=1, warmup=0, active=3, repeat=1)
+    ) as prof:
         for step in range(5):
             with mstx.range("outer"):
                 with mstx.range("inner"):
@@ -105,7 +115,13 @@ def test_only_recorded_steps_are_written(marker_run):
     assert sorted(s["step"] for s in run.manifest["steps"]) == [1, 2, 3]
     assert run.sql("select distinct step from slices order by 1").rows() == [(1,), (2,), (3,)]
     assert run.sql("select name from marks order by ts").rows() == [
-        ("inside decorated",), ("end of 1",), ("inside decorated",), ("end of 2",), ("inside decorated",), ("end of 3",)]
+        ("inside decorated",),
+        ("end of 1",),
+        ("inside decorated",),
+        ("end of 2",),
+        ("inside decorated",),
+        ("end of 3",),
+    ]
 
 
 def test_push_pop_nesting(marker_run):
@@ -140,7 +156,10 @@ def test_own_step_records_without_torch(marker_run):
     """Without torch the collector writes the step records itself, named as torch names them."""
     run, _ = marker_run
     assert run.sql("select name from slices where kind = 'step' order by ts").rows() == [
-        ("ProfilerStep#1",), ("ProfilerStep#2",), ("ProfilerStep#3",)]
+        ("ProfilerStep#1",),
+        ("ProfilerStep#2",),
+        ("ProfilerStep#3",),
+    ]
     assert run.manifest["state"] == "complete"
     assert run.manifest["sources"][0]["format"] == "collector"
 
@@ -148,8 +167,13 @@ def test_own_step_records_without_torch(marker_run):
 def test_assembler_ignores_a_pop_without_push_and_unclosed_ranges():
     """A pop whose push came before the Profiler started closes nothing; unclosed ranges are left out."""
     a = Assembler(own_steps=False)
-    events = [(mstx.POP, 5, 1, None, None, 0), (mstx.PUSH, 6, 1, "a", None, 0), (mstx.POP, 7, 1, None, None, 0),
-              (mstx.PUSH, 8, 1, "never closed", None, 0), (mstx.START, 9, 1, "never ended", None, 42)]
+    events = [
+        (mstx.POP, 5, 1, None, None, 0),
+        (mstx.PUSH, 6, 1, "a", None, 0),
+        (mstx.POP, 7, 1, None, None, 0),
+        (mstx.PUSH, 8, 1, "never closed", None, 0),
+        (mstx.START, 9, 1, "never ended", None, 42),
+    ]
     a.step_done(StepWindow(0, 0, 10, True), events, [])
     assert a.tables.cols["slices"]["name"] == ["a"]
     assert a.open_ranges() == 2

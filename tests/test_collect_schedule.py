@@ -32,11 +32,14 @@ def test_schedule_last_step():
     assert schedule(active=1).last_step() is None
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(active=0), "active must be at least 1"),
-    (dict(wait=-1, active=1), "wait must be a whole number"),
-    (dict(active=1.5), "active must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(active=0), "active must be at least 1"),
+        (dict(wait=-1, active=1), "wait must be a whole number"),
+        (dict(active=1.5), "active must be a whole number"),
+    ],
+)
 def test_bad_schedule_is_one_clear_error(kwargs, says):
     with pytest.raises(CollectError, match=says):
         schedule(**kwargs)
@@ -57,8 +60,21 @@ def test_child_command_puts_the_runner_before_the_script(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("")
     assert child_command(["python3", "-u", "train.py", "--lr", "1"]) == [
-        "python3", "-u", "-m", "prof_engine.collect.run", "train.py", "--lr", "1"]
-    assert child_command(["python", "-m", "pkg.train"]) == ["python", "-m", "prof_engine.collect.run", "-m", "pkg.train"]
+        "python3",
+        "-u",
+        "-m",
+        "prof_engine.collect.run",
+        "train.py",
+        "--lr",
+        "1",
+    ]
+    assert child_command(["python", "-m", "pkg.train"]) == [
+        "python",
+        "-m",
+        "prof_engine.collect.run",
+        "-m",
+        "pkg.train",
+    ]
     with pytest.raises(CollectError, match="runs Python programs"):
         child_command(["bash", "train.sh"])
     with pytest.raises(CollectError, match="-c is not supported"):
@@ -70,9 +86,21 @@ def test_child_command_puts_the_runner_before_the_script(tmp_path, monkeypatch):
 def test_config_file_keys(tmp_path):
     """acl.json-style keys (under "profiler" or at the top) become settings; interval N = every Nth step."""
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({"profiler": {
-        "switch": "on", "output": "out", "activities": ["cpu"], "level": "level2", "interval": 3,
-        "sampling_interval_ms": 20, "flush": "cycle"}}))
+    path.write_text(
+        json.dumps(
+            {
+                "profiler": {
+                    "switch": "on",
+                    "output": "out",
+                    "activities": ["cpu"],
+                    "level": "level2",
+                    "interval": 3,
+                    "sampling_interval_ms": 20,
+                    "flush": "cycle",
+                }
+            }
+        )
+    )
     s = config.load(path)
     assert s.output == "out" and s.activities == (ProfilerActivity.CPU,) and s.level is ProfilerLevel.Level2
     assert [n for n in range(9) if s.schedule(n).records] == [2, 5, 8]
@@ -84,8 +112,20 @@ def test_acl_json_and_profiling_options_keys_are_read_with_a_warning(tmp_path, c
     """An existing acl.json `profiler` block (or TF profiling_options) is read: its keys that have a
     setting here are used, the Ascend-only ones are named in a warning instead of failing."""
     path = tmp_path / "acl.json"
-    path.write_text(json.dumps({"profiler": {"switch": "on", "output": "out", "aicpu": "on",
-                                             "aic_metrics": "PipeUtilization", "acl_api": "on", "interval": 2}}))
+    path.write_text(
+        json.dumps(
+            {
+                "profiler": {
+                    "switch": "on",
+                    "output": "out",
+                    "aicpu": "on",
+                    "aic_metrics": "PipeUtilization",
+                    "acl_api": "on",
+                    "interval": 2,
+                }
+            }
+        )
+    )
     with caplog.at_level("WARNING", logger="prof_engine"):
         s = config.load(path)
     assert s.output == "out" and [n for n in range(4) if s.schedule(n).records] == [1, 3]
@@ -93,16 +133,19 @@ def test_acl_json_and_profiling_options_keys_are_read_with_a_warning(tmp_path, c
     assert all(f"'{k}'" in warned for k in ("aicpu", "aic_metrics", "acl_api")) and "no effect" in warned
 
 
-@pytest.mark.parametrize("raw, says", [
-    ({"swtich": "on"}, "unknown key 'swtich'"),
-    ({"switch": "maybe"}, "switch must be"),
-    ({"activities": ["TPU"]}, "unknown activity"),
-    ({"level": "Level9"}, "unknown level"),
-    ({"schedule": {"active": 1}, "interval": 2}, "not both"),
-    ({"schedule": {"active": 0}}, "active must be at least 1"),
-    ({"flush": "sometimes"}, "flush must be"),
-    ([1, 2], "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "raw, says",
+    [
+        ({"swtich": "on"}, "unknown key 'swtich'"),
+        ({"switch": "maybe"}, "switch must be"),
+        ({"activities": ["TPU"]}, "unknown activity"),
+        ({"level": "Level9"}, "unknown level"),
+        ({"schedule": {"active": 1}, "interval": 2}, "not both"),
+        ({"schedule": {"active": 0}}, "active must be at least 1"),
+        ({"flush": "sometimes"}, "flush must be"),
+        ([1, 2], "must be a JSON object"),
+    ],
+)
 def test_bad_config_is_one_clear_error(tmp_path, raw, says):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(raw))
@@ -119,12 +162,15 @@ def test_unreadable_config(tmp_path):
         config.load(tmp_path / "bad.json")
 
 
-@pytest.mark.parametrize("text, says", [
-    ('{"profiler": {"sampling_interval_ms": NaN}}', "not valid JSON"),
-    ('{"profiler": {"sampling_interval_ms": Infinity}}', "not valid JSON"),
-    ('{"profiler": {"sampling_interval_ms": 1e400}}', "not valid JSON"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"profiler": {"sampling_interval_ms": NaN}}', "not valid JSON"),
+        ('{"profiler": {"sampling_interval_ms": Infinity}}', "not valid JSON"),
+        ('{"profiler": {"sampling_interval_ms": 1e400}}', "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
 def test_hostile_config_values_are_one_clear_error(tmp_path, text, says):
     """NaN and Infinity (which Python's json reads), numbers no double holds and nesting past the
     recursion limit (a RecursionError traceback) are one CollectError naming the file."""

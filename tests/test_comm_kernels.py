@@ -33,15 +33,21 @@ def test_kernel_statistic_counts_every_kernel(sampled):
                 w = want[(rank, f"gpu{e['args'].get('device', e['pid'])}", e["name"])]
                 w[0] += 1
                 w[1] += e["dur"]  # µs, exact (Decimal)
-    got = {(r, d, name): (n, t) for r, d, name, n, t in run.sql(
-        'SELECT "Rank", "Device", "Name", "Instances", "Total Time(us)" FROM kernel_statistic').rows()}
+    got = {
+        (r, d, name): (n, t)
+        for r, d, name, n, t in run.sql(
+            'SELECT "Rank", "Device", "Name", "Instances", "Total Time(us)" FROM kernel_statistic'
+        ).rows()
+    }
     assert got.keys() == want.keys()
     for key, (n, total) in want.items():
         assert got[key] == (n, pytest.approx(float(total), abs=1e-3)), key
     rank0 = {name: t for (r, _, name), (_, t) in want.items() if r == 0}
     nccl = sum(t for name, t in rank0.items() if name.startswith("nccl"))
     assert nccl > sum(rank0.values()) / 2  # the share of rank 0's kernel time the view left out before
-    for rank, device, share in run.sql('SELECT "Rank", "Device", sum("Time(%)") FROM kernel_statistic GROUP BY ALL').rows():
+    for rank, device, share in run.sql(
+        'SELECT "Rank", "Device", sum("Time(%)") FROM kernel_statistic GROUP BY ALL'
+    ).rows():
         assert share == pytest.approx(100, abs=0.05), (rank, device)
 
 
@@ -76,13 +82,15 @@ def test_kernels_launched_by_collective_ops_are_communication(tmp_path):
     trace = _launch_trace(tmp_path / "t.json")
     with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
         kinds = sorted(run.sql("SELECT name, ts, kind FROM slices WHERE device = 'gpu0'").rows())
-        (computing, communication, not_overlapped), = run.sql(
-            'SELECT "Computing", "Communication", "Communication(Not Overlapped)" FROM step_trace').rows()
+        ((computing, communication, not_overlapped),) = run.sql(
+            'SELECT "Computing", "Communication", "Communication(Not Overlapped)" FROM step_trace'
+        ).rows()
         lanes = run.sql("""SELECT "Type", sum("Duration(us)") FROM overlap GROUP BY ALL""").rows()
         stats = dict(run.sql('SELECT "Name", "Instances" FROM kernel_statistic').rows())
         ops = dict(run.sql("""SELECT "OP Type", "Count" FROM op_statistic WHERE "Device" = 'gpu0'""").rows())
-    assert kinds == sorted([(n, ts * 1000, "comm") for n, ts, _, _ in COMM]
-                           + [(n, ts * 1000, "kernel") for n, ts, _, _ in COMPUTE])
+    assert kinds == sorted(
+        [(n, ts * 1000, "comm") for n, ts, _, _ in COMM] + [(n, ts * 1000, "kernel") for n, ts, _, _ in COMPUTE]
+    )
     comm_us, compute_us = sum(d for _, _, d, _ in COMM), sum(d for _, _, d, _ in COMPUTE)
     assert (computing, communication, not_overlapped) == (compute_us, comm_us, comm_us)
     assert dict(lanes)["Communication"] == comm_us and dict(lanes)["Computing"] == compute_us
@@ -90,16 +98,27 @@ def test_kernels_launched_by_collective_ops_are_communication(tmp_path):
     assert ops == {"aten::add": 1}  # op_statistic's device rows: compute kernels by their launcher
 
 
-@pytest.mark.parametrize("name, collective", [
-    ("record_param_comms", True), ("c10d::allreduce_", True), ("_c10d_functional::all_reduce", True),
-    ("c10d_functional::all_gather_into_tensor", True), ("nccl:all_to_all", True), ("gloo:broadcast", True),
-    ("aten::add", False), ("record_param_comms_x", False), ("ncclKernel_AllReduce", False), ("c10d", False),
-])
+@pytest.mark.parametrize(
+    "name, collective",
+    [
+        ("record_param_comms", True),
+        ("c10d::allreduce_", True),
+        ("_c10d_functional::all_reduce", True),
+        ("c10d_functional::all_gather_into_tensor", True),
+        ("nccl:all_to_all", True),
+        ("gloo:broadcast", True),
+        ("aten::add", False),
+        ("record_param_comms_x", False),
+        ("ncclKernel_AllReduce", False),
+        ("c10d", False),
+    ],
+)
 def test_is_collective_op(name, collective):
     """The host ops whose kernels are communication (queries/_classify.sql), on inline names."""
     import duckdb
 
     from prof_engine._resources import data_dir
+
     con = duckdb.connect()
     con.execute((data_dir("queries") / "_classify.sql").read_text())
     assert con.execute("SELECT is_collective_op(?)", [name]).fetchone() == (collective,)

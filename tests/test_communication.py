@@ -45,18 +45,44 @@ def _ts(us: float) -> str:
     return f"{T0 + us:.3f}"
 
 
-def _task(name: str, plane: int, start: float, dur: float, transport: str, src: int, dst: int, size: int,
-          link: str) -> dict:
+def _task(
+    name: str, plane: int, start: float, dur: float, transport: str, src: int, dst: int, size: int, link: str
+) -> dict:
     """A plane task on thread `Plane {plane}` (tid plane + 1, the group's thread being tid 0)."""
-    return {"ph": "X", "name": name, "pid": HCCL, "tid": plane + 1, "ts": _ts(start), "dur": dur,
-            "args": {"notify_id": "0", "stream id": 4, "task id": 1, "context id": 0, "task type": name,
-                     "src rank": src, "dst rank": dst, "transport type": transport, "size(Byte)": size,
-                     "data type": "FP32", "link type": link, "model id": 4294967295}}
+    return {
+        "ph": "X",
+        "name": name,
+        "pid": HCCL,
+        "tid": plane + 1,
+        "ts": _ts(start),
+        "dur": dur,
+        "args": {
+            "notify_id": "0",
+            "stream id": 4,
+            "task id": 1,
+            "context id": 0,
+            "task type": name,
+            "src rank": src,
+            "dst rank": dst,
+            "transport type": transport,
+            "size(Byte)": size,
+            "data type": "FP32",
+            "link type": link,
+            "model id": 4294967295,
+        },
+    }
 
 
 def _op(name: str, start: float, dur: float) -> dict:
-    return {"ph": "X", "name": name, "pid": HCCL, "tid": 0, "ts": _ts(start), "dur": dur,
-            "args": {"connection_id": 1, "data_type": "FP32", "alg_type": "MESH", "count": 1000}}
+    return {
+        "ph": "X",
+        "name": name,
+        "pid": HCCL,
+        "tid": 0,
+        "ts": _ts(start),
+        "dur": dur,
+        "args": {"connection_id": 1, "data_type": "FP32", "alg_type": "MESH", "count": 1000},
+    }
 
 
 def _meta(kind: str, pid: int, tid: int = 0, **args) -> dict:
@@ -78,15 +104,25 @@ def _meta(kind: str, pid: int, tid: int = 0, **args) -> dict:
 #   → transit 10; wait 5 (400..405, before the window cut) + 10 (420..430, under transit it is
 #   transit); sync 5; idle 40 − 25 = 15.
 SYNTHETIC = [
-    _meta("process_name", PY, name="Python"), _meta("process_labels", PY, labels="CPU"),
-    _meta("process_name", HW, name="Ascend Hardware"), _meta("process_labels", HW, labels="NPU"),
+    _meta("process_name", PY, name="Python"),
+    _meta("process_labels", PY, labels="CPU"),
+    _meta("process_name", HW, name="Ascend Hardware"),
+    _meta("process_labels", HW, labels="NPU"),
     _meta("thread_name", HW, 2, name="Stream 2"),
-    _meta("process_name", HCCL, name="HCCL"), _meta("process_labels", HCCL, labels="NPU"),
+    _meta("process_name", HCCL, name="HCCL"),
+    _meta("process_labels", HCCL, labels="NPU"),
     _meta("thread_name", HCCL, 0, name="Group 0 Communication"),
     *[_meta("thread_name", HCCL, p + 1, name=f"Plane {p}") for p in range(3)],
     {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#7", "pid": PY, "tid": 1, "ts": _ts(-10), "dur": 500},
-    {"ph": "X", "name": "MatMul", "pid": HW, "tid": 2, "ts": _ts(120), "dur": 10,
-     "args": {"Task Type": "AI_CORE", "Physic Stream Id": 2, "Task Id": 9}},
+    {
+        "ph": "X",
+        "name": "MatMul",
+        "pid": HW,
+        "tid": 2,
+        "ts": _ts(120),
+        "dur": 10,
+        "args": {"Task Type": "AI_CORE", "Physic Stream Id": 2, "Task Id": 9},
+    },
     _op("hcom_allReduce__001_0_1", 0, 100),
     _task("Memcpy", 0, 0, 2, "SDMA", 0, 0, 1_000_000, "ON_CHIP"),
     _task("Notify_Wait", 1, 5, 20, "LOCAL", 0, 1, 0, "INVALID_TYPE"),
@@ -125,17 +161,89 @@ def test_communication_time_and_bandwidth_on_a_hand_built_trace(synthetic):
         'SELECT "Step", "Op Name", "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", '
         '"Synchronization Time(ms)", "Idle Time(ms)", "Wait Time Ratio", "Synchronization Time Ratio", '
         + ", ".join(f'"{t} Transit Size(MB)", "{t} Transit Time(ms)", "{t} Bandwidth(GB/s)"' for t in TRANSPORTS)
-        + " FROM communication").rows()
+        + " FROM communication"
+    ).rows()
     assert rows == [
         # step, op, elapse, transit, wait, sync, idle, ratios; RDMA, HCCS, PCIE, SDMA (= HCCS + PCIE), SIO
-        (7, "hcom_allReduce__001_0_1", 0.1, 0.04, 0.03, 0.02, 0.03, 0.4286, 0.3333,
-         0.0, 0.0, 0.0, 4.0, 0.04, 100.0, 2.0, 0.05, 40.0, 6.0, 0.09, 66.6667, 0.0, 0.0, 0.0),
-        (7, "hcom_allReduce__001_1_1", 0.05, 0.03, 0.005, 0.0, 0.015, 0.1429, 0.0,
-         8.0, 0.03, 266.6667, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        (7, "hcom_broadcast__001_2_1", 0.01, None, None, None, None, None, None,
-         *[None] * 15),
-        (7, "hcom_allGather__001_3_1", 0.04, 0.01, 0.015, 0.005, 0.015, 0.6, 0.3333,
-         0.0, 0.0, 0.0, 1.0, 0.01, 100.0, 0.0, 0.0, 0.0, 1.0, 0.01, 100.0, 0.0, 0.0, 0.0),
+        (
+            7,
+            "hcom_allReduce__001_0_1",
+            0.1,
+            0.04,
+            0.03,
+            0.02,
+            0.03,
+            0.4286,
+            0.3333,
+            0.0,
+            0.0,
+            0.0,
+            4.0,
+            0.04,
+            100.0,
+            2.0,
+            0.05,
+            40.0,
+            6.0,
+            0.09,
+            66.6667,
+            0.0,
+            0.0,
+            0.0,
+        ),
+        (
+            7,
+            "hcom_allReduce__001_1_1",
+            0.05,
+            0.03,
+            0.005,
+            0.0,
+            0.015,
+            0.1429,
+            0.0,
+            8.0,
+            0.03,
+            266.6667,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ),
+        (7, "hcom_broadcast__001_2_1", 0.01, None, None, None, None, None, None, *[None] * 15),
+        (
+            7,
+            "hcom_allGather__001_3_1",
+            0.04,
+            0.01,
+            0.015,
+            0.005,
+            0.015,
+            0.6,
+            0.3333,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+            0.01,
+            100.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+            0.01,
+            100.0,
+            0.0,
+            0.0,
+            0.0,
+        ),
     ]
     (start,) = synthetic.sql('SELECT "Start Time(us)" FROM communication LIMIT 1').rows()[0]
     assert str(start) == f"{T0}.000"
@@ -144,7 +252,8 @@ def test_communication_time_and_bandwidth_on_a_hand_built_trace(synthetic):
 def test_communication_matrix_on_a_hand_built_trace(synthetic):
     rows = synthetic.sql(
         'SELECT "Op Name", "Src Rank", "Dst Rank", "Transport Type", "Transit Size(MB)", "Transit Time(ms)", '
-        '"Bandwidth(GB/s)", "Bandwidth Rank", "Buckets" FROM communication_matrix').rows()
+        '"Bandwidth(GB/s)", "Bandwidth Rank", "Buckets" FROM communication_matrix'
+    ).rows()
     assert rows == [
         ("hcom_allReduce__001_0_1", 0, 0, "LOCAL", 1.0, 0.002, 500.0, 1, "top1,middle,bottom1"),
         ("hcom_allReduce__001_0_1", 0, 1, "HCCS", 4.0, 0.04, 100.0, 2, "middle,bottom1"),
@@ -165,12 +274,16 @@ def test_nccl_kernels_have_elapse_only(tmp_path):
         for r in rows:
             assert r["Device"].startswith("gpu") and r["Op Type"] in ("allreduce", "broadcast") and r["Group"] == "0"
             assert r["Elapse Time(ms)"] > 0
-            assert all(v is None for k, v in r.items() if k.endswith(("(ms)", "(MB)", "(GB/s)", "Ratio"))
-                       and k != "Elapse Time(ms)")
+            assert all(
+                v is None
+                for k, v in r.items()
+                if k.endswith(("(ms)", "(MB)", "(GB/s)", "Ratio")) and k != "Elapse Time(ms)"
+            )
         assert len(run.view("communication_matrix")) == 0
 
 
 # -- fidelity against torch_npu's communication.json / communication_matrix.json ----------------------
+
 
 @pytest.fixture(scope="module")
 def npu(torch_npu_text_run):
@@ -191,13 +304,17 @@ def test_communication_matches_communication_json(npu, rank):
     vendor = _vendor(src, rank, "communication.json")
     checked = 0
     for step_key, kinds in vendor.items():
-        ours = {r["Op Name"]: r for r in _rows(run, 'SELECT * FROM communication WHERE "Rank" = ? AND "Step" = ?',
-                                                [rank, _step(step_key)])}
+        ours = {
+            r["Op Name"]: r
+            for r in _rows(run, 'SELECT * FROM communication WHERE "Rank" = ? AND "Step" = ?', [rank, _step(step_key)])
+        }
         vendor_ops = {k.split("@")[0]: v for kind in kinds.values() for k, v in kind.items() if k != "Total Op Info"}
         assert set(ours) == set(vendor_ops)
         for name, v in vendor_ops.items():
             mine, time_info = ours[name], v["Communication Time Info"]
-            assert float(mine["Start Time(us)"]) == pytest.approx(time_info["Start Timestamp(us)"], abs=FLOAT64_AT_EPOCH_US)
+            assert float(mine["Start Time(us)"]) == pytest.approx(
+                time_info["Start Timestamp(us)"], abs=FLOAT64_AT_EPOCH_US
+            )
             for col in TIME_COLUMNS:
                 assert mine[col] == pytest.approx(time_info[col], abs=0.001), (name, col)
             for col in RATIO_COLUMNS:
@@ -215,7 +332,8 @@ def test_communication_matches_communication_json(npu, rank):
                     assert sums[col] == pytest.approx(total[col], abs=0.001), col
                 transit = sums["Transit Time(ms)"]
                 assert round(sums["Wait Time(ms)"] / (sums["Wait Time(ms)"] + transit), 4) == pytest.approx(
-                    total["Wait Time Ratio"], abs=0.001)
+                    total["Wait Time Ratio"], abs=0.001
+                )
     assert checked == 4
 
 
@@ -234,8 +352,12 @@ def test_communication_matrix_matches_communication_matrix_json(npu, rank):
                 if bucket == "total":  # the sum over the link's ops, bandwidth recomputed
                     rows = [r for r in ours if (r["Src Rank"], r["Dst Rank"]) == (s, d)]
                     size, time = sum(r["Transit Size(MB)"] for r in rows), sum(r["Transit Time(ms)"] for r in rows)
-                    got = {"Transport Type": rows[0]["Transport Type"], "Transit Size(MB)": size,
-                           "Transit Time(ms)": time, "Bandwidth(GB/s)": round(size / time, 4)}
+                    got = {
+                        "Transport Type": rows[0]["Transport Type"],
+                        "Transit Size(MB)": size,
+                        "Transit Time(ms)": time,
+                        "Bandwidth(GB/s)": round(size / time, 4),
+                    }
                 else:
                     got = by_op_link[(v["Op Name"], s, d)]
                     assert bucket in got["Buckets"].split(","), (bucket_key, link)

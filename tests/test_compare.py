@@ -39,7 +39,9 @@ def cmp(compare_runs):  # noqa: F811 - the imported fixture
 
 
 def _rows(cmp, run: str) -> dict[tuple, dict]:
-    return {(r["Level"], r["Device Type"], r["Item"], r["Detail"]): r for r in cmp.arrow().to_pylist() if r["Run"] == run}
+    return {
+        (r["Level"], r["Device Type"], r["Item"], r["Detail"]): r for r in cmp.arrow().to_pylist() if r["Run"] == run
+    }
 
 
 def test_injected_changes_are_found_exactly(cmp):
@@ -61,8 +63,10 @@ def test_injected_changes_have_the_right_signs_and_sizes(cmp):
     assert (launches["Base Calls"], launches["Run Calls"]) == (9, 8)
     computing = rows[("step", "device", "Computing", "")]
     assert computing["Status"] == "no change"  # relu +60 µs, dropout −60 µs: they cancel
-    assert all(r["Significant"] == (r["Status"] not in ("no change", "count changed")) or key in EXPECTED
-               for key, r in rows.items())
+    assert all(
+        r["Significant"] == (r["Status"] not in ("no change", "count changed")) or key in EXPECTED
+        for key, r in rows.items()
+    )
 
 
 def test_rows_are_sorted_by_level_then_impact(cmp):
@@ -94,7 +98,9 @@ def test_output_says_which_test(cmp):
 def test_wide_has_a_column_group_per_run(cmp):
     wide = cmp.wide().arrow()
     assert wide.column_names[:6] == ["Level", "Device Type", "Item", "Detail", "Unit", "Base Median"]
-    assert wide.column_names[6:] == [f"{run} {c}" for run in ("changed", "noise") for c in ("Median", "Delta(%)", "Status")]
+    assert wide.column_names[6:] == [
+        f"{run} {c}" for run in ("changed", "noise") for c in ("Median", "Delta(%)", "Status")
+    ]
     first = wide.to_pylist()[0]
     assert (first["Item"], first["changed Status"], first["noise Status"]) == ("Free", "slower", "no change")
 
@@ -136,7 +142,7 @@ def test_samples_build_from_their_declared_dependencies_only():
 
 def test_batch_holds_each_run_in_its_own_schema(compare_runs):  # noqa: F811 - the imported fixture
     with Batch([compare_runs["base"], compare_runs["changed"]]) as batch:
-        (a, b), = batch.sql("""SELECT (SELECT count(*) FROM run_0.op_summary WHERE "OP Type" = 'aten::dropout'),
+        ((a, b),) = batch.sql("""SELECT (SELECT count(*) FROM run_0.op_summary WHERE "OP Type" = 'aten::dropout'),
                                       (SELECT count(*) FROM run_1.op_summary WHERE "OP Type" = 'aten::dropout')""").rows()
     assert (a, b) == (16, 0)
 
@@ -152,6 +158,7 @@ def test_bad_arguments_are_one_line_errors(compare_runs):  # noqa: F811 - the im
 
 # The statistics, on hand-made samples, against an independent computation.
 
+
 def _samples(values: list) -> list[tuple[int, float]]:
     """(rank, value) pairs; plain values are rank 0."""
     return [v if isinstance(v, tuple) else (0, v) for v in values]
@@ -163,12 +170,19 @@ def _report(base: list, run: list, level: str = "step", rel: float = 0.02, max_s
     con.execute("CREATE TABLE compare_runs AS SELECT * FROM (VALUES (0, 'base'), (1, 'run')) t(run, label)")
     con.execute("""CREATE TABLE compare_samples (run INTEGER, level VARCHAR, device_type VARCHAR, item VARCHAR,
                    detail VARCHAR, rank INTEGER, device VARCHAR, step BIGINT, value DOUBLE, calls BIGINT)""")
-    rows = [(side, level, "device", "x", "", rank, "gpu0", i, v, 1)
-            for side, values in ((0, base), (1, run)) for i, (rank, v) in enumerate(_samples(values))]
+    rows = [
+        (side, level, "device", "x", "", rank, "gpu0", i, v, 1)
+        for side, values in ((0, base), (1, run))
+        for i, (rank, v) in enumerate(_samples(values))
+    ]
     con.executemany("INSERT INTO compare_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     for name in ("_shift", "_report"):
         con.execute(_sql(name).statements())
-    (row,) = con.sql("SELECT * FROM compare_report(?, ?, 1.0, 1.0, ?)", params=[Z95, rel, max_samples]).to_arrow_table().to_pylist()
+    (row,) = (
+        con.sql("SELECT * FROM compare_report(?, ?, 1.0, 1.0, ?)", params=[Z95, rel, max_samples])
+        .to_arrow_table()
+        .to_pylist()
+    )
     return row
 
 
@@ -178,8 +192,12 @@ def _report_items(items: dict[str, tuple[list[float], list[float]]], level: str 
     con.execute("CREATE TABLE compare_runs AS SELECT * FROM (VALUES (0, 'base'), (1, 'run')) t(run, label)")
     con.execute("""CREATE TABLE compare_samples (run INTEGER, level VARCHAR, device_type VARCHAR, item VARCHAR,
                    detail VARCHAR, rank INTEGER, device VARCHAR, step BIGINT, value DOUBLE, calls BIGINT)""")
-    rows = [(side, level, "device", item, "", 0, "gpu0", i, v, 1)
-            for item, sides in items.items() for side, values in enumerate(sides) for i, v in enumerate(values)]
+    rows = [
+        (side, level, "device", item, "", 0, "gpu0", i, v, 1)
+        for item, sides in items.items()
+        for side, values in enumerate(sides)
+        for i, v in enumerate(values)
+    ]
     con.executemany("INSERT INTO compare_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     for name in ("_shift", "_report"):
         con.execute(_sql(name).statements())
@@ -194,13 +212,19 @@ def test_false_discovery_rate_is_controlled_across_the_items_of_a_level():
     stats = pytest.importorskip("scipy.stats")
     rng = random.Random(29)
     items = {"shifted": ([100 + rng.gauss(0, 1) for _ in range(12)], [103.2 + rng.gauss(0, 1) for _ in range(12)])}
-    items |= {f"same{i:02}": ([100 + rng.gauss(0, 1) for _ in range(12)], [100 + rng.gauss(0, 1) for _ in range(12)])
-              for i in range(19)}
+    items |= {
+        f"same{i:02}": ([100 + rng.gauss(0, 1) for _ in range(12)], [100 + rng.gauss(0, 1) for _ in range(12)])
+        for i in range(19)
+    }
     rows = _report_items(items)
 
     def p_beyond_floor(base: list[float], run: list[float], floor: float) -> float:
-        up = stats.mannwhitneyu([v - floor for v in run], base, alternative="greater", method="asymptotic", use_continuity=False)
-        down = stats.mannwhitneyu([v + floor for v in run], base, alternative="less", method="asymptotic", use_continuity=False)
+        up = stats.mannwhitneyu(
+            [v - floor for v in run], base, alternative="greater", method="asymptotic", use_continuity=False
+        )
+        down = stats.mannwhitneyu(
+            [v + floor for v in run], base, alternative="less", method="asymptotic", use_continuity=False
+        )
         return min(1.0, 2 * min(up.pvalue, down.pvalue))
 
     shifted = rows["shifted"]
@@ -234,7 +258,10 @@ def test_verdict_names_inconclusive_items_beside_no_change():
     table = con.sql("SELECT * FROM compare_report(?, 0.02, 1.0, 1.0, 200)", params=[Z95]).to_arrow_table()
     cmp = Comparison(table, _Meta("base", ["run"], Settings(), ("step", "op")))
     assert [r["Status"] for r in table.to_pylist()] == ["no change", "inconclusive"]
-    assert verdict(cmp) == "run vs base: no significant change; 1 other item inconclusive (too few samples for a 95% interval)"
+    assert (
+        verdict(cmp)
+        == "run vs base: no significant change; 1 other item inconclusive (too few samples for a 95% interval)"
+    )
     assert len(cmp.changes()) == 0
 
 
@@ -276,7 +303,9 @@ def test_shift_and_interval_match_an_independent_computation(n, m, shift):
     assert row["Delta"] == pytest.approx(est, abs=1e-3)
     assert (row["CI Low"], row["CI High"]) == (pytest.approx(low, abs=1e-3), pytest.approx(high, abs=1e-3))
     assert row["Base Median"] == pytest.approx(statistics.median(base), abs=1e-3)
-    assert row["Base Spread"] == pytest.approx(1.4826 * statistics.median(abs(v - statistics.median(base)) for v in base), abs=1e-3)
+    assert row["Base Spread"] == pytest.approx(
+        1.4826 * statistics.median(abs(v - statistics.median(base)) for v in base), abs=1e-3
+    )
 
 
 def test_ranks_are_compared_with_themselves():
@@ -287,8 +316,11 @@ def test_ranks_are_compared_with_themselves():
     run = [(r, v + 15 + rng.gauss(0, 1)) for r, v in base]
     row = _report(base, run)
     est, low, high = _hodges_lehmann(base, run)
-    assert (row["Delta"], row["CI Low"], row["CI High"]) == (pytest.approx(est, abs=1e-3), pytest.approx(low, abs=1e-3),
-                                                             pytest.approx(high, abs=1e-3))
+    assert (row["Delta"], row["CI Low"], row["CI High"]) == (
+        pytest.approx(est, abs=1e-3),
+        pytest.approx(low, abs=1e-3),
+        pytest.approx(high, abs=1e-3),
+    )
     assert row["Status"] == "slower" and row["CI Low"] > row["Noise Floor"]
     other_ranks = _report(base, [(r + 2, v) for r, v in run])  # no rank in common: one pooled stratum
     assert row["CI Low"] < 15 < row["CI High"] and row["CI High"] - row["CI Low"] < 6
@@ -317,7 +349,13 @@ def test_too_few_samples_are_inconclusive_not_judged_on_the_estimate():
     """3 against 3 cannot give a 95 % interval (k = floor(4.5 − 1.96·√5.25) = 0): a 10 % shift is
     `inconclusive`, not significant, and no gate fires on it; 4 against 4 is tested."""
     few = _report([100.0, 101.0, 102.0], [110.0, 111.0, 112.0])
-    assert (few["CI Low"], few["P Value"], few["Q Value"], few["Status"], few["Significant"]) == (None, None, None, "inconclusive", False)
+    assert (few["CI Low"], few["P Value"], few["Q Value"], few["Status"], few["Significant"]) == (
+        None,
+        None,
+        None,
+        "inconclusive",
+        False,
+    )
     assert not parse_threshold("step > -1000%").fails(few)
     assert _report([100.0, 101.0, 102.0, 103.0], [110.0, 111.0, 112.0, 113.0])["Status"] == "slower"
 
@@ -343,13 +381,23 @@ def test_items_that_skip_a_sample_count_zero_there():
         t(run, level, device_type, item, detail, rank, device, step, value, calls)""")
     for name in ("_shift", "_report"):
         con.execute(_sql(name).statements())
-    rows = con.execute('SELECT "Item", "Base Median", "Base N", "Base Calls" FROM compare_report(1.96, 0.02, 1.0, 1.0, 200)').fetchall()
+    rows = con.execute(
+        'SELECT "Item", "Base Median", "Base N", "Base Calls" FROM compare_report(1.96, 0.02, 1.0, 1.0, 200)'
+    ).fetchall()
     assert sorted(rows) == [("k", 5.0, 2, 0.5), ("other", 5.0, 3, 1.0)]
 
 
-@pytest.mark.parametrize("name, kind", [("hcom_allReduce_", "allreduce"), ("ncclKernel_AllReduce_RING_LL_Sum_float", "allreduce"),
-                                        ("hcom_reduceScatter_", "reducescatter"), ("ncclDevKernel_Recv", "receive"),
-                                        ("ncclKernel_SendRecv_RING_SIMPLE", "sendrecv"), ("gemm", None)])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("hcom_allReduce_", "allreduce"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", "allreduce"),
+        ("hcom_reduceScatter_", "reducescatter"),
+        ("ncclDevKernel_Recv", "receive"),
+        ("ncclKernel_SendRecv_RING_SIMPLE", "sendrecv"),
+        ("gemm", None),
+    ],
+)
 def test_collective_kind_is_one_word_for_every_vendor(name, kind):
     from prof_engine._resources import data_dir
 
@@ -360,11 +408,23 @@ def test_collective_kind_is_one_word_for_every_vendor(name, kind):
 
 # Thresholds.
 
-@pytest.mark.parametrize("text, fails", [
-    ("step_time > +5%", True), ("step_time > +15%", False), ("step_time>5%", True), ("step_time < -5%", False),
-    ("step[Free] > +50us", True), ("op_type[aten::relu] > +0.05ms", True), ("op_type > +120%", False),
-    ("op > 50us", True), ("memory > +1MB", False), ("communication > +1%", False), ("step > +5%", True),
-])
+
+@pytest.mark.parametrize(
+    "text, fails",
+    [
+        ("step_time > +5%", True),
+        ("step_time > +15%", False),
+        ("step_time>5%", True),
+        ("step_time < -5%", False),
+        ("step[Free] > +50us", True),
+        ("op_type[aten::relu] > +0.05ms", True),
+        ("op_type > +120%", False),
+        ("op > 50us", True),
+        ("memory > +1MB", False),
+        ("communication > +1%", False),
+        ("step > +5%", True),
+    ],
+)
 def test_thresholds_fail_only_on_significant_changes_beyond_them(compare_runs, text, fails, cmp):  # noqa: F811 - the imported fixture
     reasons = cmp.check([text])
     assert bool(reasons) == fails
@@ -372,10 +432,17 @@ def test_thresholds_fail_only_on_significant_changes_beyond_them(compare_runs, t
         assert len(reasons) == 1 and reasons[0].startswith(f"regression: {text.strip()}: ") and "\n" not in reasons[0]
 
 
-@pytest.mark.parametrize("text, why", [
-    ("step_time >> 5%", "not understood"), ("step_time > 5", "not understood"), ("latency > +5%", "unknown metric"),
-    ("memory > +5us", "does not measure memory"), ("step_time > +5MB", "does not measure step"), ("", "not understood"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("step_time >> 5%", "not understood"),
+        ("step_time > 5", "not understood"),
+        ("latency > +5%", "unknown metric"),
+        ("memory > +5us", "does not measure memory"),
+        ("step_time > +5MB", "does not measure step"),
+        ("", "not understood"),
+    ],
+)
 def test_bad_threshold_syntax_is_a_one_line_error(text, why):
     with pytest.raises(ThresholdError, match=why) as e:
         parse_threshold(text)
@@ -390,12 +457,21 @@ def test_threshold_naming_no_item_is_an_error_not_a_pass(cmp):
 def test_runs_without_steps_compare_as_one_sample_per_rank_too_few_to_judge(tmp_path):
     base = 1.7e15
     for name, mm_us in (("a", 10), ("b", 20)):
-        write_trace(tmp_path / f"{name}.json", [x("aten::mm", base + i * 100, mm_us) for i in range(5)]
-                    + [x("aten::add", base + 50 + i * 100, 5) for i in range(5)])
+        write_trace(
+            tmp_path / f"{name}.json",
+            [x("aten::mm", base + i * 100, mm_us) for i in range(5)]
+            + [x("aten::add", base + 50 + i * 100, 5) for i in range(5)],
+        )
         prof_engine.import_trace([tmp_path / f"{name}.json"], tmp_path / name)
     rows = _rows(prof_engine.compare(tmp_path / "a", tmp_path / "b", levels=["op"]), "b")
     mm, add = rows[("op", "host", "aten::mm", "")], rows[("op", "host", "aten::add", "")]
-    assert (mm["Status"], mm["Delta"], mm["Base N"], mm["CI Low"], mm["Significant"]) == ("inconclusive", 50.0, 1, None, False)
+    assert (mm["Status"], mm["Delta"], mm["Base N"], mm["CI Low"], mm["Significant"]) == (
+        "inconclusive",
+        50.0,
+        1,
+        None,
+        False,
+    )
     assert add["Status"] == "inconclusive"
 
 
@@ -412,6 +488,7 @@ def test_kineto_run_against_ascend_run(tmp_path):
 
 # Runs recorded by torch.profiler in the test: what a user compares.
 
+
 def _record_pair(d, steps: int, batches: tuple[int, int] = (16, 16), per_cycle: int = 1, memory: bool = False) -> tuple:
     """Two runs of one small training script, recorded with torch.profiler (CPU, with shapes):
     run `a` trains on batches of batches[0] rows, run `b` of batches[1]; `steps` recorded steps each.
@@ -426,7 +503,9 @@ def _record_pair(d, steps: int, batches: tuple[int, int] = (16, 16), per_cycle: 
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.ReLU(), torch.nn.Linear(64, 8)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = [(torch.randn(n, 32), torch.randn(n, 8)) for n in batches]
     cycles: list[dict] = []
@@ -436,10 +515,16 @@ def _record_pair(d, steps: int, batches: tuple[int, int] = (16, 16), per_cycle: 
         cycles.append(json.loads((d / "cycle.json").read_text(encoding="utf-8")))
 
     cycle, cycles_per_run = per_cycle + 1, steps // per_cycle
-    with warnings.catch_warnings(), profile(
-        activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=per_cycle, repeat=2 * cycles_per_run),
-        record_shapes=True, profile_memory=memory, on_trace_ready=save,
-    ) as prof:
+    with (
+        warnings.catch_warnings(),
+        profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=0, warmup=1, active=per_cycle, repeat=2 * cycles_per_run),
+            record_shapes=True,
+            profile_memory=memory,
+            on_trace_ready=save,
+        ) as prof,
+    ):
         warnings.filterwarnings("ignore", "Warning: Profiler clears events")  # a trace per cycle is the point
         for i in range(2 * cycles_per_run * cycle):
             x, y = data[i // cycle % 2]  # cycle c belongs to run c % 2
@@ -451,7 +536,9 @@ def _record_pair(d, steps: int, batches: tuple[int, int] = (16, 16), per_cycle: 
     runs = []
     for side, name in enumerate("ab"):
         trace = {**cycles[side], "traceEvents": [e for c in cycles[side::2] for e in c["traceEvents"]]}
-        write_trace(d / f"{name}.json", trace.pop("traceEvents"), **{k: v for k, v in trace.items() if k != "schemaVersion"})
+        write_trace(
+            d / f"{name}.json", trace.pop("traceEvents"), **{k: v for k, v in trace.items() if k != "schemaVersion"}
+        )
         runs.append(prof_engine.import_trace([d / f"{name}.json"], d / name, jobs=1))
     return tuple(runs), cycles
 
@@ -501,9 +588,15 @@ def test_an_op_whose_input_shapes_changed_is_matched_by_name(tmp_path):
     rows = _rows(prof_engine.compare(a, b, levels=["op"]), "b")
     assert {r["Status"] for r in rows.values()} <= {"shapes changed", "no change", "slower", "faster", "count changed"}
     # the oracle: input shapes of aten::addmm in the raw traces of each run
-    shapes = [{";".join(",".join(map(str, dims)) for dims in e["args"]["Input Dims"])
-               for c in cycles[side::2] for e in c["traceEvents"] if e.get("name") == "aten::addmm" and e.get("cat") == "cpu_op"}
-              for side in (0, 1)]
+    shapes = [
+        {
+            ";".join(",".join(map(str, dims)) for dims in e["args"]["Input Dims"])
+            for c in cycles[side::2]
+            for e in c["traceEvents"]
+            if e.get("name") == "aten::addmm" and e.get("cat") == "cpu_op"
+        }
+        for side in (0, 1)
+    ]
     assert shapes[0] and shapes[1] and not shapes[0] & shapes[1]
     addmm = rows[("op", "host", "aten::addmm", f"{' | '.join(sorted(shapes[0]))} → {' | '.join(sorted(shapes[1]))}")]
     assert addmm["Status"] == "shapes changed" and (addmm["Base N"], addmm["Run N"]) == (4, 4)

@@ -36,8 +36,18 @@ def test_regression_exits_3_with_one_line_reason(runs):
 
 
 def test_noise_passes_the_gate_with_exit_0(runs):
-    proc = cli(runs, "compare", "runs/base", "runs/noise", "--fail-if", "step_time > +5%", "--fail-if", "op_type > +20%",
-               "--format", "json")
+    proc = cli(
+        runs,
+        "compare",
+        "runs/base",
+        "runs/noise",
+        "--fail-if",
+        "step_time > +5%",
+        "--fail-if",
+        "op_type > +20%",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["verdict"] == "noise vs base: no significant change"
@@ -75,14 +85,21 @@ def test_runs_with_nothing_in_common_are_one_error_line_not_no_change(tmp_path):
     from conftest import write_trace, x
 
     base = 1.7e15
-    traces = {"mm": [x("aten::mm", base + i * 100, 10) for i in range(5)],
-              "add": [x("aten::add", base + i * 100, 10) for i in range(5)],
-              "odd1": [x("mystery", base + i * 100, 10, cat="made_up") for i in range(5)],
-              "odd2": [x("mystery", base + i * 100, 12, cat="made_up") for i in range(5)]}
+    traces = {
+        "mm": [x("aten::mm", base + i * 100, 10) for i in range(5)],
+        "add": [x("aten::add", base + i * 100, 10) for i in range(5)],
+        "odd1": [x("mystery", base + i * 100, 10, cat="made_up") for i in range(5)],
+        "odd2": [x("mystery", base + i * 100, 12, cat="made_up") for i in range(5)],
+    }
     for name, events in traces.items():
         prof_engine.import_trace([write_trace(tmp_path / f"{name}.json", events)], tmp_path / name, jobs=1)
-    for args, why in ((("odd1", "odd2"), "(neither has any)"), (("mm", "add", "--level", "op"), "(1 only in mm, 1 only in add)")):
+    for args, why in (
+        (("odd1", "odd2"), "(neither has any)"),
+        (("mm", "add", "--level", "op"), "(1 only in mm, 1 only in add)"),
+    ):
         proc = cli(tmp_path, "compare", *args)
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(f"Error: {args[1]} and {args[0]} have nothing in common")
+        assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(
+            f"Error: {args[1]} and {args[0]} have nothing in common"
+        )
         assert why in proc.stderr and "no significant change" not in proc.stdout

@@ -26,20 +26,30 @@ def key_averages_as_torchs(run, averages: dict) -> dict:
     and total CPU time, self and total device time. Where CUPTI's overhead ran inside a call (it
     does now and then, when CUPTI asks for a buffer), that op's self CPU time is checked to be
     torch's or torch's plus the overhead in its calls, and the overhead is not a row of ours."""
-    ours = {r[0]: r[1:] for r in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
-                                         '"Self Device(us)", "Device Total(us)" FROM key_averages').rows()}
-    overhead = dict(run.sql(
-        """SELECT o.name, sum(v.dur) / 1000 FROM slices v JOIN slices o ON o.rank = v.rank AND o.device = 'host'
+    ours = {
+        r[0]: r[1:]
+        for r in run.sql(
+            'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)", '
+            '"Self Device(us)", "Device Total(us)" FROM key_averages'
+        ).rows()
+    }
+    overhead = dict(
+        run.sql(
+            """SELECT o.name, sum(v.dur) / 1000 FROM slices v JOIN slices o ON o.rank = v.rank AND o.device = 'host'
            AND o.kind IN ('host_op', 'user_range') AND o.ts <= v.ts AND v.ts + v.dur <= o.ts + o.dur
-           WHERE v.category = 'overhead' GROUP BY 1""").rows())
+           WHERE v.category = 'overhead' GROUP BY 1"""
+        ).rows()
+    )
     for name, (calls, self_host, host, self_device, device) in ours.items():
         t = averages[name]
         tol = 0.002 * calls
         assert calls == t.count, name
         assert host == pytest.approx(t.cpu_time_total, abs=tol), name
         if name in overhead:
-            assert self_host in (pytest.approx(t.self_cpu_time_total, abs=tol),
-                                 pytest.approx(t.self_cpu_time_total + overhead[name], abs=tol)), name
+            assert self_host in (
+                pytest.approx(t.self_cpu_time_total, abs=tol),
+                pytest.approx(t.self_cpu_time_total + overhead[name], abs=tol),
+            ), name
         else:
             assert self_host == pytest.approx(t.self_cpu_time_total, abs=tol), name
         assert (self_device, device) == pytest.approx((t.self_device_time_total, t.device_time_total), abs=tol), name
@@ -61,8 +71,13 @@ def run(tmp_path_factory):
     a = torch.randn(1024, 1024, device="cuda")
     conv = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1).cuda()  # cuDNN's kernels, and a bias add, nested in it
     image = torch.randn(8, 3, 64, 64, device="cuda")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path)), record_shapes=True, with_flops=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+        record_shapes=True,
+        with_flops=True,
+    ) as prof:
         for _ in range(4):
             b = (a @ a).relu()
             conv(image).sum().item()
@@ -77,15 +92,16 @@ def test_kernels_on_the_gpu_with_their_launching_op(run):
     rows = run.sql("""SELECT "OP Type", count(*) FROM op_summary WHERE "Task Type" = 'KERNEL' GROUP BY 1""").rows()
     op_types = dict(rows)
     assert any("mm" in op for op in op_types), op_types
-    (devices,), = run.sql("SELECT list(DISTINCT device) FROM slices WHERE kind = 'kernel'").rows()
+    ((devices,),) = run.sql("SELECT list(DISTINCT device) FROM slices WHERE kind = 'kernel'").rows()
     assert devices == ["gpu0"]
 
 
 def test_every_kernel_takes_the_step_of_its_launch(run):
-    (mismatch, total), = run.sql(
+    ((mismatch, total),) = run.sql(
         """SELECT count(*) FILTER (WHERE k.step IS DISTINCT FROM a.step), count(*)
            FROM slices k JOIN slices a ON a.rank = k.rank AND a.kind = 'api' AND a.correlation = k.correlation
-           WHERE k.kind IN ('kernel', 'memcpy', 'memset')""").rows()
+           WHERE k.kind IN ('kernel', 'memcpy', 'memset')"""
+    ).rows()
     assert total > 0 and mismatch == 0
 
 
@@ -131,8 +147,9 @@ def compiled(tmp_path_factory):
     from torch.profiler import ProfilerActivity, profile
 
     d = tmp_path_factory.mktemp("compiled")
-    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256),
-                                torch.nn.LayerNorm(256)).cuda()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256), torch.nn.LayerNorm(256)
+    ).cuda()
     x = torch.randn(64, 256, device="cuda")
     try:
         step = torch.compile(model)
@@ -155,5 +172,8 @@ def test_key_averages_is_torchs_for_a_compiled_model(compiled):
     run, averages = compiled
     ours = key_averages_as_torchs(run, averages)
     assert "CompiledFunction" in ours and any(n.startswith("## Call CompiledFxGraph") for n in ours), sorted(ours)
-    assert any(n.startswith("triton_") for n in ours) and set(averages) - set(ours) <= {"ProfilerStep*", *PROFILER_OVERHEAD}
+    assert any(n.startswith("triton_") for n in ours) and set(averages) - set(ours) <= {
+        "ProfilerStep*",
+        *PROFILER_OVERHEAD,
+    }
     assert ours["CompiledFunction"][4] > 0

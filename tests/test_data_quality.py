@@ -16,8 +16,9 @@ from conftest import fixture_path, write_trace, x
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def _kernel(name: str, ts: float, dur: float, correlation: int) -> dict:
@@ -28,20 +29,23 @@ def _guessing_trace(path: Path) -> Path:
     """Two steps whose kernels overlap (step 1's last kernel ends after step 2's first starts),
     one kernel whose launch is missing, two records of a category no profiler writes and one of
     no category."""
-    return write_trace(path, [
-        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-        x("aten::mm", 10, 20, **{"External id": 1}),
-        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
-        _kernel("gemm", 20, 150, 11),  # runs until 170: into step 2's device span
-        x("ProfilerStep#2", 100, 100, cat="user_annotation"),
-        x("aten::add", 110, 10, **{"External id": 2}),
-        x("cudaLaunchKernel", 111, 2, cat="cuda_runtime", correlation=12, **{"External id": 2}),
-        _kernel("add", 120, 10, 12),  # step 2's span starts at 120 < 170
-        _kernel("orphan", 180, 5, 99),  # correlation 99: no launch in the trace
-        x("mystery", 130, 5, cat="my_own_category"),
-        x("mystery", 140, 5, cat="my_own_category"),
-        {k: v for k, v in x("nameless", 150, 5).items() if k != "cat"},  # no category at all
-    ])
+    return write_trace(
+        path,
+        [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            x("aten::mm", 10, 20, **{"External id": 1}),
+            x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
+            _kernel("gemm", 20, 150, 11),  # runs until 170: into step 2's device span
+            x("ProfilerStep#2", 100, 100, cat="user_annotation"),
+            x("aten::add", 110, 10, **{"External id": 2}),
+            x("cudaLaunchKernel", 111, 2, cat="cuda_runtime", correlation=12, **{"External id": 2}),
+            _kernel("add", 120, 10, 12),  # step 2's span starts at 120 < 170
+            _kernel("orphan", 180, 5, 99),  # correlation 99: no launch in the trace
+            x("mystery", 130, 5, cat="my_own_category"),
+            x("mystery", 140, 5, cat="my_own_category"),
+            {k: v for k, v in x("nameless", 150, 5).items() if k != "cat"},  # no category at all
+        ],
+    )
 
 
 def _rules(run) -> dict[str, tuple]:
@@ -71,20 +75,28 @@ def test_data_quality_counts_what_the_tables_show(tmp_path):
 
 
 def test_a_clean_trace_fires_no_rule(tmp_path):
-    trace = write_trace(tmp_path / "t.json", [
-        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-        x("aten::mm", 10, 20, **{"External id": 1}),
-        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
-        _kernel("gemm", 20, 30, 11),
-    ], distributedInfo={"rank": 0, "world_size": 1})
+    trace = write_trace(
+        tmp_path / "t.json",
+        [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            x("aten::mm", 10, 20, **{"External id": 1}),
+            x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 1}),
+            _kernel("gemm", 20, 30, 11),
+        ],
+        distributedInfo={"rank": 0, "world_size": 1},
+    )
     proc = cli(tmp_path, "import", trace, "-o", "run", "--strict")
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr
     proc = cli(tmp_path, "check", "run", "--strict")
     assert proc.returncode == 0 and "no data-quality rule fired" in proc.stdout
     # a base time the trace gives is a note (how the data was read), listed but never a warning
-    write_trace(trace, [x("aten::mm", 10, 20)], distributedInfo={"rank": 0, "world_size": 1},
-                baseTimeNanoseconds=1_700_000_000_000_000_000)
+    write_trace(
+        trace,
+        [x("aten::mm", 10, 20)],
+        distributedInfo={"rank": 0, "world_size": 1},
+        baseTimeNanoseconds=1_700_000_000_000_000_000,
+    )
     proc = cli(tmp_path, "import", trace, "-o", "run2", "--strict")
     assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr
     with prof_engine.open(tmp_path / "run2") as run:
@@ -99,7 +111,11 @@ def test_import_warns_once_per_rule_and_strict_fails(tmp_path):
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("Warning: ")]
     assert sorted(w.split(":")[1].strip() for w in warnings) == [
-        "other_records", "overlapping_device_steps", "unknown_categories", "unlinked_device_records"]
+        "other_records",
+        "overlapping_device_steps",
+        "unknown_categories",
+        "unlinked_device_records",
+    ]
     assert "Warning: other_records: 1 of 9 (11.11 %) on r0:host" in proc.stderr
     assert "prof-engine check run" in proc.stderr
     assert cli(tmp_path, "import", "t.json", "-o", "run2", "--strict").returncode == 1
@@ -187,18 +203,25 @@ def test_every_fixture_folder_imports_or_says_why_and_is_checked(tmp_path):
             run.quality_warnings()  # answers, whatever it finds
             assert run.manifest["tables"]["slices"] > 0, folder
     # metadata, derived reports and tick-clocked summaries: no trace to import, each says so
-    assert refused == {"msprof_ut_collection_metadata", "msprof_analyze_test_resources",
-                       "mindspore_legacy_4rank_pipeline_parallel"}
+    assert refused == {
+        "msprof_ut_collection_metadata",
+        "msprof_analyze_test_resources",
+        "mindspore_legacy_4rank_pipeline_parallel",
+    }
 
 
 def test_host_records_that_overlap_without_nesting_are_counted(tmp_path):
-    trace = write_trace(tmp_path / "t.json", [
-        x("outer", 0, 100),
-        x("a", 10, 30),   # 10..40
-        x("b", 30, 20),   # 30..50: starts inside a, ends after it
-        x("c", 60, 10),   # nested in outer, after both
-        x("d", 62, 2),    # inside c: nests
-    ], distributedInfo={"rank": 0, "world_size": 1})
+    trace = write_trace(
+        tmp_path / "t.json",
+        [
+            x("outer", 0, 100),
+            x("a", 10, 30),  # 10..40
+            x("b", 30, 20),  # 30..50: starts inside a, ends after it
+            x("c", 60, 10),  # nested in outer, after both
+            x("d", 62, 2),  # inside c: nests
+        ],
+        distributedInfo={"rank": 0, "world_size": 1},
+    )
     with prof_engine.open(prof_engine.import_trace([trace], tmp_path / "run")) as run:
         (row,) = [r for r in run.quality().rows() if r[2] == "overlapping_host_records"]
         assert row[:5] == (0, "host", "overlapping_host_records", 1, 5) and row[6] == "e.g. b"

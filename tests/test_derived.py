@@ -31,18 +31,27 @@ def _synthetic_gpu(path):
     device work outside every step."""
     events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("ProfilerStep#2", 100, 100, cat="user_annotation")]
     for _step, t0 in ((1, 0), (2, 100)):
-        events += [_kernel("gemm", t0 + 10, 30), _kernel("gemm", t0 + 35, 20), _kernel("relu", t0 + 70, 5),
-                   _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 30, 40, stream=40),
-                   _kernel("ncclDevKernel_Recv", t0 + 80, 10, stream=41)]
+        events += [
+            _kernel("gemm", t0 + 10, 30),
+            _kernel("gemm", t0 + 35, 20),
+            _kernel("relu", t0 + 70, 5),
+            _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 30, 40, stream=40),
+            _kernel("ncclDevKernel_Recv", t0 + 80, 10, stream=41),
+        ]
     events += [_kernel("late_kernel", 300, 7)]  # after the last step: step NULL
     return write_trace(path, events)
 
 
 def _synthetic_cpu(path):
     """A CPU-only trace: host ops are the activity, a gloo range its communication."""
-    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-              x("aten::mm", 5, 40), x("aten::add", 10, 5), x("gloo:all_reduce", 30, 30, cat="user_annotation"),
-              x("aten::relu", 70, 10), x("aten::mm", 150, 10)]
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("aten::mm", 5, 40),
+        x("aten::add", 10, 5),
+        x("gloo:all_reduce", 30, 30, cat="user_annotation"),
+        x("aten::relu", 70, 10),
+        x("aten::mm", 150, 10),
+    ]
     return write_trace(path, events)
 
 
@@ -91,9 +100,19 @@ def run(runs):
 
 def test_an_upgraded_1_6_run_equals_a_fresh_import(runs):
     fresh, upgraded = runs
-    assert fresh.manifest["derived"] == upgraded.manifest["derived"] == [
-        "lane_totals", "lanes", "slices.wait", "slices.launch_api", "slices.launch_api_ts", "slices.launch_api_dur",
-        "lanes.sorted"]
+    assert (
+        fresh.manifest["derived"]
+        == upgraded.manifest["derived"]
+        == [
+            "lane_totals",
+            "lanes",
+            "slices.wait",
+            "slices.launch_api",
+            "slices.launch_api_ts",
+            "slices.launch_api_dur",
+            "lanes.sorted",
+        ]
+    )
     for key in ("schema_version", "tables", "devices", "steps", "start_ns", "end_ns", "ranks", "sources", "findings"):
         assert upgraded.manifest[key] == fresh.manifest[key], key
     for view in public_views():
@@ -125,12 +144,16 @@ def test_synthetic_lanes_by_hand(tmp_path):
     [30, 70) ∪ [80, 90) = 50; of it not under computing [55, 70) ∪ [80, 90) = 25; span [10, 90), free
     80 − |all| (= [10, 75) ∪ [80, 90): 75) = 5; the receive's 10 is the bubble."""
     with prof_engine.open(prof_engine.import_trace([_synthetic_gpu(tmp_path / "t.json")], tmp_path / "run")) as r:
-        rows = r.sql("SELECT step, computing, communication, not_overlapped, free, bubble, first_active - step_start, "
-                     "span_end - span_start FROM lane_totals ORDER BY step NULLS LAST").rows()
+        rows = r.sql(
+            "SELECT step, computing, communication, not_overlapped, free, bubble, first_active - step_start, "
+            "span_end - span_start FROM lane_totals ORDER BY step NULLS LAST"
+        ).rows()
     us = 1000
-    assert rows == [(1, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
-                    (2, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
-                    (None, 7 * us, 0, 0, 0, 0, None, 7 * us)]
+    assert rows == [
+        (1, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
+        (2, 50 * us, 50 * us, 25 * us, 5 * us, 10 * us, 10 * us, 80 * us),
+        (None, 7 * us, 0, 0, 0, 0, None, 7 * us),
+    ]
 
 
 @pytest.mark.parametrize("view", ["overlap", "op_summary", "communication"])
@@ -147,7 +170,9 @@ def test_views_skip_the_host_fallback_only_where_no_rank_needs_it(run, view):
         # and the manifest's answer is the computed one
         assert host_only_ranks_possible(run.manifest) == bool(run.sql("SELECT * FROM _host_only_ranks").rows())
     finally:
-        run.con.execute(f"CREATE OR REPLACE MACRO run_host_only_ranks() AS {str(host_only_ranks_possible(run.manifest)).lower()}")
+        run.con.execute(
+            f"CREATE OR REPLACE MACRO run_host_only_ranks() AS {str(host_only_ranks_possible(run.manifest)).lower()}"
+        )
 
 
 def test_a_manifest_without_task_counts_may_have_host_only_ranks():

@@ -41,17 +41,28 @@ def _setup(tmp_path, rng: random.Random, counts: list[int], unlisted: set[int]):
                 continue
             maybe = lambda v: None if rng.random() < 0.3 else v  # noqa: E731
             source = rng.choice(["host", "host", "device", "step"])
-            common = {"_part": part, "_row": row, "step": maybe(rng.randrange(5)), "depth": maybe(rng.randrange(4)),
-                      "parent_id": maybe(rng.randrange(1 << 40))}
+            common = {
+                "_part": part,
+                "_row": row,
+                "step": maybe(rng.randrange(5)),
+                "depth": maybe(rng.randrange(4)),
+                "parent_id": maybe(rng.randrange(1 << 40)),
+            }
             if source == "host":
                 values = {**common, "self_dur": maybe(rng.randrange(10**6))}
                 host.append(values)
             elif source == "device":
-                values = {**common, "launch_id": maybe(rng.randrange(1 << 40)),
-                          "launch_name": maybe(rng.randrange(len(NAMES))), "launch_shapes": None,
-                          "launch_types": maybe(0), "wait": maybe(rng.randrange(100)),
-                          "launch_api": maybe(rng.randrange(len(APIS))), "launch_api_ts": maybe(rng.randrange(1 << 50)),
-                          "launch_api_dur": maybe(rng.randrange(1000))}
+                values = {
+                    **common,
+                    "launch_id": maybe(rng.randrange(1 << 40)),
+                    "launch_name": maybe(rng.randrange(len(NAMES))),
+                    "launch_shapes": None,
+                    "launch_types": maybe(0),
+                    "wait": maybe(rng.randrange(100)),
+                    "launch_api": maybe(rng.randrange(len(APIS))),
+                    "launch_api_ts": maybe(rng.randrange(1 << 50)),
+                    "launch_api_dur": maybe(rng.randrange(1000)),
+                }
                 device.append(values)
             else:
                 values = common
@@ -60,19 +71,51 @@ def _setup(tmp_path, rng: random.Random, counts: list[int], unlisted: set[int]):
     for rows in (host, device, steps):
         rng.shuffle(rows)
     int64, int32, code = pa.int64(), pa.int32(), pa.uint8()
-    types = {"_part": pa.uint64(), "_row": int64, "step": int64, "depth": int32, "parent_id": int64, "self_dur": int64,
-             "launch_id": int64, "launch_name": code, "launch_shapes": code, "launch_types": code, "wait": int64,
-             "launch_api": code, "launch_api_ts": int64, "launch_api_dur": int64}
+    types = {
+        "_part": pa.uint64(),
+        "_row": int64,
+        "step": int64,
+        "depth": int32,
+        "parent_id": int64,
+        "self_dur": int64,
+        "launch_id": int64,
+        "launch_name": code,
+        "launch_shapes": code,
+        "launch_types": code,
+        "wait": int64,
+        "launch_api": code,
+        "launch_api_ts": int64,
+        "launch_api_dur": int64,
+    }
     for name, rows, columns in (
-            ("_fill_host", host, ["_part", "_row", "step", "depth", "parent_id", "self_dur"]),
-            ("_fill_device", device, ["_part", "_row", "step", "depth", "parent_id", "launch_id", "launch_name",
-                                      "launch_shapes", "launch_types", "wait", "launch_api", "launch_api_ts",
-                                      "launch_api_dur"]),
-            ("_fill_steps", steps, ["_part", "_row", "step", "depth", "parent_id"])):
+        ("_fill_host", host, ["_part", "_row", "step", "depth", "parent_id", "self_dur"]),
+        (
+            "_fill_device",
+            device,
+            [
+                "_part",
+                "_row",
+                "step",
+                "depth",
+                "parent_id",
+                "launch_id",
+                "launch_name",
+                "launch_shapes",
+                "launch_types",
+                "wait",
+                "launch_api",
+                "launch_api_ts",
+                "launch_api_dur",
+            ],
+        ),
+        ("_fill_steps", steps, ["_part", "_row", "step", "depth", "parent_id"]),
+    ):
         con.register(f"{name}_arrow", pa.Table.from_pylist(rows, pa.schema([(c, types[c]) for c in columns])))
         con.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM {name}_arrow")
-    con.execute(f"CREATE TEMP VIEW _fill_dictionaries AS SELECT {NAMES} AS launch_name, []::VARCHAR[] AS launch_shapes, "
-                f"['float'] AS launch_types, {APIS} AS launch_api")
+    con.execute(
+        f"CREATE TEMP VIEW _fill_dictionaries AS SELECT {NAMES} AS launch_name, []::VARCHAR[] AS launch_shapes, "
+        f"['float'] AS launch_types, {APIS} AS launch_api"
+    )
     listed = len(host) + len(device) + len(steps)
     con.execute(f"CREATE TEMP VIEW _s AS SELECT * FROM range({listed})")
     return con, staged, expected
@@ -104,18 +147,32 @@ def test_rows_land_at_their_slices(tmp_path, monkeypatch, seed):
     slices = [(part, row) for part, n in enumerate(counts) for row in range(n)]
     if slices:
         con.register("_slices_arrow", pa.table({"part": [p for p, _ in slices], "row": [r for _, r in slices]}))
-        assert con.execute("SELECT list(fill_position(part, row) ORDER BY part, row) FROM _slices_arrow").fetchall()[0][0] \
-            == list(range(len(slices)))
+        assert con.execute("SELECT list(fill_position(part, row) ORDER BY part, row) FROM _slices_arrow").fetchall()[0][
+            0
+        ] == list(range(len(slices)))
         positions = con.execute("SELECT list(position ORDER BY position) FROM _fill").fetchall()[0][0]
         assert positions == list(range(len(slices)))
 
 
-@pytest.mark.parametrize("seed, counts, source, match", [
-    (1, [50, 50], "SELECT * FROM _fill_steps_arrow UNION ALL (SELECT * FROM _fill_steps_arrow LIMIT 1)",
-     "filled in twice"),
-    (2, [30], "SELECT * FROM _fill_steps_arrow LIMIT 0", "rows filled in for"),
-    (3, [20, 20], "SELECT _part, _row + 1000 AS _row, step, depth, parent_id FROM _fill_steps_arrow", "out of range"),
-], ids=["twice", "missing", "out-of-range"])
+@pytest.mark.parametrize(
+    "seed, counts, source, match",
+    [
+        (
+            1,
+            [50, 50],
+            "SELECT * FROM _fill_steps_arrow UNION ALL (SELECT * FROM _fill_steps_arrow LIMIT 1)",
+            "filled in twice",
+        ),
+        (2, [30], "SELECT * FROM _fill_steps_arrow LIMIT 0", "rows filled in for"),
+        (
+            3,
+            [20, 20],
+            "SELECT _part, _row + 1000 AS _row, step, depth, parent_id FROM _fill_steps_arrow",
+            "out of range",
+        ),
+    ],
+    ids=["twice", "missing", "out-of-range"],
+)
 def test_a_slice_filled_in_wrong_is_an_error(tmp_path, monkeypatch, seed, counts, source, match):
     con, staged, _ = _setup(tmp_path, random.Random(seed), counts, set())
     con.execute(f"CREATE OR REPLACE TEMP VIEW _fill_steps AS {source}")
@@ -142,8 +199,18 @@ def _trace(path):
             tid = 1 + k % 2
             events.append(x("aten::mm", ts, 30, tid=tid, **{"External id": step * 100 + k}))
             events.append(x("cudaLaunchKernel", ts + 2, 5, cat="cuda_runtime", tid=tid, correlation=step * 100 + k))
-            events.append(x(f"gemm_{k % 3}", ts + 10, 12, cat="kernel", pid=0, tid=7, correlation=step * 100 + k,
-                            **{"External id": step * 100 + k, "device": 0, "stream": 7}))
+            events.append(
+                x(
+                    f"gemm_{k % 3}",
+                    ts + 10,
+                    12,
+                    cat="kernel",
+                    pid=0,
+                    tid=7,
+                    correlation=step * 100 + k,
+                    **{"External id": step * 100 + k, "device": 0, "stream": 7},
+                )
+            )
     return write_trace(path, events)
 
 
@@ -155,14 +222,18 @@ def test_an_import_in_many_windows_is_the_same_run(tmp_path, monkeypatch):
     prof_engine.import_trace([trace], tmp_path / "many")
     con = duckdb.connect()
     for table in ("slices", "lanes", "lane_totals"):
-        read = [f"SELECT * FROM read_parquet('{tmp_path / run / table}/**/*.parquet', hive_partitioning=true)"
-                for run in ("one", "many")]
+        read = [
+            f"SELECT * FROM read_parquet('{tmp_path / run / table}/**/*.parquet', hive_partitioning=true)"
+            for run in ("one", "many")
+        ]
         assert con.execute(f"SELECT count(*) FROM ({read[0]})").fetchall()[0][0] > 0
         for a, b in ((0, 1), (1, 0)):
             assert con.execute(f"SELECT count(*) FROM ({read[a]} EXCEPT ALL {read[b]})").fetchall()[0][0] == 0
-    kernels = con.execute(f"SELECT count(*), count(launch_name), count(launch_api) FROM read_parquet("
-                          f"'{tmp_path / 'many' / 'slices'}/**/*.parquet', hive_partitioning=true) "
-                          "WHERE kind = 'kernel'").fetchall()[0]
+    kernels = con.execute(
+        f"SELECT count(*), count(launch_name), count(launch_api) FROM read_parquet("
+        f"'{tmp_path / 'many' / 'slices'}/**/*.parquet', hive_partitioning=true) "
+        "WHERE kind = 'kernel'"
+    ).fetchall()[0]
     assert kernels == (120, 120, 120)
 
 
@@ -183,6 +254,7 @@ def test_a_pairing_out_of_step_is_an_error(tmp_path, monkeypatch):
     def shifted(con, staged, path):  # the slices as if read one row later than their columns
         fp.fill_pass(con, staged, path)
         con.execute("CREATE OR REPLACE TEMP MACRO fill_position(part, row) AS part * 3 + row + 1")
+
     monkeypatch.setattr(builder, "fill_pass", shifted)
     with pytest.raises(Exception, match="slices out of step with their computed columns"):
         finalize_unit(unit_of("shifted"), [(0, 3, 0), (1, 4, 0)])

@@ -37,14 +37,22 @@ def test_inductor_kernels_are_fused_ops_by_their_names(tmp_path):
     """Triton kernels named by Inductor are rows, with the ops and kind their names say; other
     kernels are not, but count in each row's share of the device's kernel time."""
     events = [x("ProfilerStep#1", 0, 1000, cat="user_annotation")]
-    kernels = [("triton_poi_fused_add_mul_0", 10), ("triton_poi_fused_add_mul_0", 30),
-               ("triton_red_fused_native_layer_norm_1", 20), ("triton_per_fused_sum_2", 5),
-               ("triton_tem_fused_addmm_relu_3", 15), ("sm90_xmma_gemm_bf16", 100), ("triton_poi_fused_", 20)]
+    kernels = [
+        ("triton_poi_fused_add_mul_0", 10),
+        ("triton_poi_fused_add_mul_0", 30),
+        ("triton_red_fused_native_layer_norm_1", 20),
+        ("triton_per_fused_sum_2", 5),
+        ("triton_tem_fused_addmm_relu_3", 15),
+        ("sm90_xmma_gemm_bf16", 100),
+        ("triton_poi_fused_", 20),
+    ]
     ts = 10
     for i, (name, dur) in enumerate(kernels):
         events.append(x(name, ts, dur, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i))
         ts += dur + 1
-    with prof_engine.open(prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")) as run:
+    with prof_engine.open(
+        prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    ) as run:
         rows = run.sql(f"SELECT {COLUMNS} FROM fusion_op").rows()
     assert rows == [
         (0, "gpu0", "triton_poi_fused_add_mul_0", "add_mul", "pointwise", 2, 40.0, 20.0),
@@ -55,6 +63,11 @@ def test_inductor_kernels_are_fused_ops_by_their_names(tmp_path):
 
 
 def test_a_run_without_fused_ops_has_no_rows(tmp_path):
-    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("k", 10, 5, cat="kernel", pid=0, tid=7, device=0, stream=7)]
-    with prof_engine.open(prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")) as run:
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("k", 10, 5, cat="kernel", pid=0, tid=7, device=0, stream=7),
+    ]
+    with prof_engine.open(
+        prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
+    ) as run:
         assert run.sql("SELECT * FROM fusion_op").rows() == []

@@ -53,7 +53,10 @@ def test_fixed_seed_subset_has_no_bad_outcome(fuzz, tmp_path):
     CPU profile in tests/data always is); ~60 s with two at a time."""
     cases = fuzz.make_cases(len(fuzz.MUTATORS), 1, fuzz.FIXTURES)
     results = fuzz.run_campaign(cases, jobs=2, timeout=60, out=tmp_path)
-    bad = [f"case {r.case.id} {r.case.mutator} on {r.case.label} {r.case.target}: {r.outcome}: {r.detail}"
-           for r in results if r.outcome in fuzz.BAD]
+    bad = [
+        f"case {r.case.id} {r.case.mutator} on {r.case.label} {r.case.target}: {r.outcome}: {r.detail}"
+        for r in results
+        if r.outcome in fuzz.BAD
+    ]
     assert not bad, "\n".join(bad)
     assert len(results) == len(cases) and all(r.outcome in fuzz.OUTCOMES for r in results)

@@ -26,33 +26,57 @@ def path(request, monkeypatch):
     return request.param
 
 
-def run_pass(records: list[tuple], tmp_path, steps: list[tuple[int, int, int, int]] = (),
-             batch_rows: int | None = None, monkeypatch=None) -> dict[int, tuple]:
+def run_pass(
+    records: list[tuple],
+    tmp_path,
+    steps: list[tuple[int, int, int, int]] = (),
+    batch_rows: int | None = None,
+    monkeypatch=None,
+) -> dict[int, tuple]:
     """{id: (step, depth, parent_id)} of `records` (id, lane, ts, dur[, nests, rank]) through
     `host_pass.host_pass`, with `steps` (rank, step, start, end)."""
     if batch_rows and monkeypatch:
         monkeypatch.setattr(host_pass, "BATCH_ROWS", batch_rows)
     con = duckdb_connect(threads=1)
-    records = [(*r, *(1, 0)[len(r) - 4:]) for r in records]  # nests, rank 0 by default
+    records = [(*r, *(1, 0)[len(r) - 4 :]) for r in records]  # nests, rank 0 by default
     ids, lanes, ts, durs, nests, ranks = zip(*records) if records else ((),) * 6
     # a lane is a thread: pid as given, and every other lane's tid NULL, as some sources write it
-    con.register("_in", pa.table({"id": pa.array(ids, pa.int64()), "rank": pa.array(ranks, pa.int32()),
-                                  "pid": pa.array([f"p{lane // 2}" for lane in lanes]),
-                                  "tid": pa.array([None if lane % 2 else "t" for lane in lanes], pa.string()),
-                                  "ts": pa.array(ts, pa.int64()), "dur": pa.array(durs, pa.int64()),
-                                  "nests": pa.array(nests, pa.uint8())}))
+    con.register(
+        "_in",
+        pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "rank": pa.array(ranks, pa.int32()),
+                "pid": pa.array([f"p{lane // 2}" for lane in lanes]),
+                "tid": pa.array([None if lane % 2 else "t" for lane in lanes], pa.string()),
+                "ts": pa.array(ts, pa.int64()),
+                "dur": pa.array(durs, pa.int64()),
+                "nests": pa.array(nests, pa.uint8()),
+            }
+        ),
+    )
     con.execute("CREATE TEMP TABLE _host_input AS SELECT * FROM _in")
     rank, step, start, end = zip(*steps) if steps else ((),) * 4
-    con.register("_st", pa.table({"rank": pa.array(rank, pa.int32()), "step": pa.array(step, pa.int64()),
-                                  "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64())}))
+    con.register(
+        "_st",
+        pa.table(
+            {
+                "rank": pa.array(rank, pa.int32()),
+                "step": pa.array(step, pa.int64()),
+                "start_ns": pa.array(start, pa.int64()),
+                "end_ns": pa.array(end, pa.int64()),
+            }
+        ),
+    )
     con.execute("CREATE TEMP TABLE _steps AS SELECT * FROM _st")
     host_pass.host_pass(con, tmp_path / "host.parquet")
     assert con.sql("SELECT * FROM _host").columns == ["id", "rank", "ts", "dur", "step", "depth", "parent_id"]
     return {i: (s, d, p) for i, s, d, p in con.execute("SELECT id, step, depth, parent_id FROM _host").fetchall()}
 
 
-def nest(records: list[tuple[int, int, int, int]], tmp_path, batch_rows: int | None = None,
-         monkeypatch=None) -> dict[int, tuple[int, int | None]]:
+def nest(
+    records: list[tuple[int, int, int, int]], tmp_path, batch_rows: int | None = None, monkeypatch=None
+) -> dict[int, tuple[int, int | None]]:
     """{id: (depth, parent_id)} of `records` (id, lane, ts, dur), every one nesting."""
     return {i: (d, p) for i, (_, d, p) in run_pass(records, tmp_path, (), batch_rows, monkeypatch).items()}
 
@@ -62,8 +86,10 @@ def torch_tree(records: list[tuple[int, int, int, int]]) -> dict[int, tuple[int,
     torch's own `EventList._populate_cpu_children`; depth is the number of ancestors. Events are
     given in id order: torch's sort is stable, and the pass breaks ties by id."""
     profiler_util = pytest.importorskip("torch.autograd.profiler_util")
-    events = {i: profiler_util.FunctionEvent(id=i, name=str(i), thread=lane, start_us=ts, end_us=ts + max(dur, 0))
-              for i, lane, ts, dur in sorted(records)}
+    events = {
+        i: profiler_util.FunctionEvent(id=i, name=str(i), thread=lane, start_us=ts, end_us=ts + max(dur, 0))
+        for i, lane, ts, dur in sorted(records)
+    }
     profiler_util.EventList(list(events.values()))._populate_cpu_children()
     out = {}
     for i, e in events.items():
@@ -141,12 +167,35 @@ def test_deep_nesting_grows_past_the_first_allocation(path, tmp_path):
 def test_steps_are_the_spans_holding_each_start_per_rank(path, tmp_path):
     steps = [(0, 5, 100, 200), (0, 6, 200, 300), (0, 8, 400, 450), (1, 5, 150, 250)]
     # (id, lane, ts, dur, nests, rank): rank 0 on lanes 1 and 2, rank 1 on lane 3; rank 2 has no steps
-    records = [(1, 1, 50, 10, 1, 0), (2, 1, 100, 500, 1, 0), (3, 1, 199, 1, 1, 0), (4, 1, 200, 1, 1, 0),
-               (5, 1, 350, 1, 1, 0), (6, 1, 449, 9, 1, 0), (7, 1, 450, 1, 1, 0), (8, 2, 120, 1, 0, 0),
-               (9, 3, 120, 1, 1, 1), (10, 3, 150, 1, 0, 1), (11, 3, 260, 1, 1, 1), (12, 4, 160, 1, 1, 2)]
+    records = [
+        (1, 1, 50, 10, 1, 0),
+        (2, 1, 100, 500, 1, 0),
+        (3, 1, 199, 1, 1, 0),
+        (4, 1, 200, 1, 1, 0),
+        (5, 1, 350, 1, 1, 0),
+        (6, 1, 449, 9, 1, 0),
+        (7, 1, 450, 1, 1, 0),
+        (8, 2, 120, 1, 0, 0),
+        (9, 3, 120, 1, 1, 1),
+        (10, 3, 150, 1, 0, 1),
+        (11, 3, 260, 1, 1, 1),
+        (12, 4, 160, 1, 1, 2),
+    ]
     got = run_pass(records, tmp_path, steps)
     assert {i: s for i, (s, _, _) in got.items()} == {
-        1: None, 2: 5, 3: 5, 4: 6, 5: None, 6: 8, 7: None, 8: 5, 9: None, 10: 5, 11: None, 12: None}
+        1: None,
+        2: 5,
+        3: 5,
+        4: 6,
+        5: None,
+        6: 8,
+        7: None,
+        8: 5,
+        9: None,
+        10: 5,
+        11: None,
+        12: None,
+    }
 
 
 def test_records_that_do_not_nest_get_a_step_but_no_depth_and_leave_the_nesting_alone(path, tmp_path):
@@ -164,11 +213,17 @@ def test_a_step_record_without_a_step_number_gives_its_span_none(path, tmp_path)
 
 def test_step_at_finds_the_step_holding_a_start_in_any_order(path, tmp_path):
     con = duckdb_connect(threads=1)
-    con.execute("CREATE TEMP TABLE _host_input AS SELECT 1::BIGINT id, 0 rank, 'p' pid, 't' tid, 0::BIGINT ts, "
-                "0::BIGINT dur, 1::UTINYINT nests")
-    con.execute("CREATE TEMP TABLE _steps AS SELECT * FROM (VALUES (0, 5::BIGINT, 100::BIGINT, 200::BIGINT), "
-                "(0, 6, 200, 300), (0, NULL, 300, 400), (2, 9, 100, 200)) t(rank, step, start_ns, end_ns)")
+    con.execute(
+        "CREATE TEMP TABLE _host_input AS SELECT 1::BIGINT id, 0 rank, 'p' pid, 't' tid, 0::BIGINT ts, "
+        "0::BIGINT dur, 1::UTINYINT nests"
+    )
+    con.execute(
+        "CREATE TEMP TABLE _steps AS SELECT * FROM (VALUES (0, 5::BIGINT, 100::BIGINT, 200::BIGINT), "
+        "(0, 6, 200, 300), (0, NULL, 300, 400), (2, 9, 100, 200)) t(rank, step, start_ns, end_ns)"
+    )
     host_pass.host_pass(con, tmp_path / "host.parquet")
-    got = con.execute("SELECT step_at(r, t) FROM (VALUES (0, 250), (0, 150), (0, 99), (0, 200), (0, 350), (0, 400), "
-                      "(1, 150), (2, 150), (3, 150), (NULL, 150), (0, NULL)) v(r, t)").fetchall()
+    got = con.execute(
+        "SELECT step_at(r, t) FROM (VALUES (0, 250), (0, 150), (0, 99), (0, 200), (0, 350), (0, 400), "
+        "(1, 150), (2, 150), (3, 150), (NULL, 150), (0, NULL)) v(r, t)"
+    ).fetchall()
     assert [s for (s,) in got] == [6, 5, None, 6, None, None, None, 9, None, None, None]

@@ -25,9 +25,14 @@ from prof_engine.importers import chrome, scan
 def _import(cwd: Path, traces: list[Path], native: str) -> Path:
     """`prof-engine import TRACES -o run<native>` in a process of its own with PROF_ENGINE_NATIVE=native."""
     out = cwd / f"run{native}"
-    proc = subprocess.run([sys.executable, "-m", "prof_engine", "import", *map(str, traces), "-o", str(out)],
-                          cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PROF_ENGINE_NATIVE": native})
+    proc = subprocess.run(
+        [sys.executable, "-m", "prof_engine", "import", *map(str, traces), "-o", str(out)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PROF_ENGINE_NATIVE": native},
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return out
 
@@ -64,7 +69,9 @@ def _converted(path: Path, native: bool, monkeypatch) -> dict:
     rows: dict[str, list] = {}
     with monkeypatch.context() as m:
         m.setattr(scan, "available", lambda: native)
-        _, conv = chrome.convert_file(path, 0, lambda table, batch: rows.setdefault(table, []).extend(batch.to_pylist()))
+        _, conv = chrome.convert_file(
+            path, 0, lambda table, batch: rows.setdefault(table, []).extend(batch.to_pylist())
+        )
     return {"counts": conv.counts, "lanes": conv.lanes, "anomalies": chrome.anomalies(conv), **rows}
 
 

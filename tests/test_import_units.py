@@ -13,7 +13,9 @@ from conftest import fixture_path
 
 def _rows(run_dir):
     with prof_engine.open(run_dir) as r:
-        return r.sql("SELECT rank, kind, count(*), sum(dur), sum(coalesce(step, -1)) FROM slices GROUP BY ALL ORDER BY ALL").rows()
+        return r.sql(
+            "SELECT rank, kind, count(*), sum(dur), sum(coalesce(step, -1)) FROM slices GROUP BY ALL ORDER BY ALL"
+        ).rows()
 
 
 def test_parallel_equals_sequential(tmp_path, monkeypatch):
@@ -41,7 +43,9 @@ def test_a_bad_unit_is_left_out_and_reported(tmp_path):
         assert r.manifest["ranks"] == [0, 1]
         assert len(r.manifest["skipped"]) == 1 and "aaa_broken.json" in r.manifest["skipped"][0]["error"]
         assert r.manifest["tables"]["slices"] == sum(n for _, _, n, _, _ in _rows(run))
-    assert _rows(run) == _rows(prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "ref"))
+    assert _rows(run) == _rows(
+        prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "ref")
+    )
 
 
 def test_units_finalised_apart_add_up_to_the_manifest(tmp_path):
@@ -58,7 +62,9 @@ def test_units_finalised_apart_add_up_to_the_manifest(tmp_path):
     assert manifest == refresh(run, manifest)
     assert [d["rank"] for d in manifest["devices"]] == sorted(d["rank"] for d in manifest["devices"])
     assert {s["rank"] for s in manifest["steps"]} == {0, 1}
-    assert sorted(p.name for p in run.iterdir()) == sorted(["manifest.json", *(t for t, n in manifest["tables"].items() if n)])
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        ["manifest.json", *(t for t, n in manifest["tables"].items() if n)]
+    )
     con = duckdb.connect()
     assert summarise(con, run)["devices"] == manifest["devices"]
 
@@ -112,11 +118,21 @@ def test_cli_imports_leave_pandas_out(tmp_path, jobs):
 
     from conftest import write_trace, x
 
-    traces = [write_trace(tmp_path / f"rank{r}.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-                                                        x("aten::mm", 10, 50)], distributedInfo={"rank": r})
-              for r in (0, 1)]
-    p = subprocess.run([sys.executable, "-c", PANDAS_IN_THE_CLI, *map(str, traces), "-o", str(tmp_path / "run"),
-                        "--jobs", jobs], capture_output=True, text=True, timeout=120, check=False)
+    traces = [
+        write_trace(
+            tmp_path / f"rank{r}.json",
+            [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 50)],
+            distributedInfo={"rank": r},
+        )
+        for r in (0, 1)
+    ]
+    p = subprocess.run(
+        [sys.executable, "-c", PANDAS_IN_THE_CLI, *map(str, traces), "-o", str(tmp_path / "run"), "--jobs", jobs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["no", "pandas"]
 
@@ -129,7 +145,9 @@ def test_nothing_to_import_is_an_error_and_one_path_is_a_source(tmp_path):
         prof_engine.import_trace([], tmp_path / "empty")
     assert not (tmp_path / "empty").exists()
     src = fixture_path("kineto", "hta_sampled_2rank_nccl")
-    assert _rows(prof_engine.import_trace(str(src), tmp_path / "one")) == _rows(prof_engine.import_trace([src], tmp_path / "two"))
+    assert _rows(prof_engine.import_trace(str(src), tmp_path / "one")) == _rows(
+        prof_engine.import_trace([src], tmp_path / "two")
+    )
 
 
 def test_a_units_finalize_takes_at_most_four_threads(tmp_path, monkeypatch):

@@ -14,8 +14,18 @@ from prof_engine.importers.units import us_text_to_ns
 
 def _events(n: int) -> list[dict]:
     # names that contain what the boundary search looks for: '},{' and ']' inside strings
-    return [{"ph": "X", "name": f'op{i} }},{{"ph":"X"}} ]', "ts": 1000 + i, "dur": 1.5, "pid": 1, "tid": "t",
-             "args": {"Input Dims": [[i, 2], []]}} for i in range(n)]
+    return [
+        {
+            "ph": "X",
+            "name": f'op{i} }},{{"ph":"X"}} ]',
+            "ts": 1000 + i,
+            "dur": 1.5,
+            "pid": 1,
+            "tid": "t",
+            "args": {"Input Dims": [[i, 2], []]},
+        }
+        for i in range(n)
+    ]
 
 
 def _read(path, chunk: int) -> tuple[ChromeTraceReader, list]:
@@ -26,14 +36,23 @@ def _read(path, chunk: int) -> tuple[ChromeTraceReader, list]:
 
 @pytest.mark.parametrize("chunk", [7, 64, 1000, 1 << 20])
 def test_object_form_any_chunking(tmp_path, chunk):
-    doc = {"schemaVersion": 1, "distributedInfo": {"rank": 3}, "traceEvents": _events(50),
-           "baseTimeNanoseconds": 17, "traceName": "x]}"}
+    doc = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 3},
+        "traceEvents": _events(50),
+        "baseTimeNanoseconds": 17,
+        "traceName": "x]}",
+    }
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc, indent=2))
     reader, events = _read(path, chunk)
     assert [e.name for e in events] == [e["name"] for e in doc["traceEvents"]]
-    assert reader.header == {"schemaVersion": 1, "distributedInfo": {"rank": 3}, "baseTimeNanoseconds": 17,
-                             "traceName": "x]}"}
+    assert reader.header == {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 3},
+        "baseTimeNanoseconds": 17,
+        "traceName": "x]}",
+    }
 
 
 @pytest.mark.parametrize("closing", ["]", "", ",\n"])
@@ -64,7 +83,7 @@ def test_empty_event_array(tmp_path):
     [
         ("", "empty"),
         ('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts"', "truncated"),
-        ('{"a": 1}', "no \"traceEvents\" key"),
+        ('{"a": 1}', 'no "traceEvents" key'),
         ("hello", "not JSON"),
         ('{"traceEvents": [{"ph": 5}]}', "event #0"),
     ],
@@ -96,10 +115,14 @@ def test_us_text_to_ns(text, ns):
     assert us_text_to_ns(text) == ns
 
 
-@pytest.mark.parametrize("text", [
-    b'{"a":' * 100_000 + b"1" + b"}" * 100_000,  # an object without traceEvents
-    b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",  # one event's args
-], ids=["object", "args"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000,  # an object without traceEvents
+        b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",  # one event's args
+    ],
+    ids=["object", "args"],
+)
 def test_nesting_past_the_recursion_limit_is_an_input_error(tmp_path, text):
     """msgspec decodes nesting recursively: a trace nested 100,000 deep raised RecursionError, a
     traceback from `import` (found by benchmarks/fuzz.py); it is one InputError naming the file."""

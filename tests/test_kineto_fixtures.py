@@ -45,16 +45,24 @@ def test_ranks_from_distributed_info(imported):
 
 def _compute_kernel(e: dict) -> bool:
     """A device compute kernel: not a collective (NCCL/RCCL names or collective metadata), not a copy."""
-    return (e.get("ph") == "X" and e.get("cat") == "kernel" and "Collective name" not in e["args"]
-            and not any(k in e["name"].lower() for k in ("nccl", "rccl")))
+    return (
+        e.get("ph") == "X"
+        and e.get("cat") == "kernel"
+        and "Collective name" not in e["args"]
+        and not any(k in e["name"].lower() for k in ("nccl", "rccl"))
+    )
 
 
 def test_device_counts_and_totals_match_raw(imported):
     """Per rank and device, op_statistic's Count and Total Time add up to the raw compute kernels."""
     _, raw, run = imported
-    got = {(r, d): (n, t) for r, d, n, t in run.sql(
-        """SELECT "Rank", "Device", sum("Count"), sum("Total Time(us)") FROM op_statistic
-           WHERE "Device" <> 'host' GROUP BY ALL""").rows()}
+    got = {
+        (r, d): (n, t)
+        for r, d, n, t in run.sql(
+            """SELECT "Rank", "Device", sum("Count"), sum("Total Time(us)") FROM op_statistic
+           WHERE "Device" <> 'host' GROUP BY ALL"""
+        ).rows()
+    }
     want: dict = collections.defaultdict(lambda: [0, 0])
     for i, (top, events) in enumerate(raw):
         for e in events:
@@ -71,11 +79,17 @@ def test_device_counts_and_totals_match_raw(imported):
 
 def test_host_op_counts_match_raw(imported):
     _, raw, run = imported
-    got = {(r, name): n for r, name, n in run.sql(
-        """SELECT "Rank", "OP Type", "Count" FROM op_statistic WHERE "Device" = 'host'""").rows()}
+    got = {
+        (r, name): n
+        for r, name, n in run.sql(
+            """SELECT "Rank", "OP Type", "Count" FROM op_statistic WHERE "Device" = 'host'"""
+        ).rows()
+    }
     want = collections.Counter(
-        (_rank(top, i), e["name"]) for i, (top, events) in enumerate(raw)
-        for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+        (_rank(top, i), e["name"])
+        for i, (top, events) in enumerate(raw)
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op"
     )
     assert got == dict(want)
 
@@ -83,7 +97,8 @@ def test_host_op_counts_match_raw(imported):
 def test_ratio_sums_to_100_per_device(imported):
     _, _, run = imported
     for rank, device, total in run.sql(
-        """SELECT "Rank", "Device", sum("Ratio(%)") FROM op_statistic GROUP BY ALL""").rows():
+        """SELECT "Rank", "Device", sum("Ratio(%)") FROM op_statistic GROUP BY ALL"""
+    ).rows():
         assert total == pytest.approx(100, abs=0.05), (rank, device)
 
 
@@ -93,7 +108,7 @@ def test_absolute_time_is_exact(imported):
     top, events = raw[0]
     base = top.get("baseTimeNanoseconds", 0)
     ts_raw = min(e["ts"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op")
-    (ts,), = run.sql("SELECT min(ts) FROM slices WHERE kind = 'host_op' AND rank = ?", [_rank(top, 0)]).rows()
+    ((ts,),) = run.sql("SELECT min(ts) FROM slices WHERE kind = 'host_op' AND rank = ?", [_rank(top, 0)]).rows()
     assert ts == base + _ns(ts_raw)
 
 
@@ -101,48 +116,71 @@ def test_device_work_takes_the_step_of_its_launch(imported):
     """Kernels/memcpys get the ProfilerStep that contains the runtime call with their correlation id."""
     _, raw, run = imported
     for i, (top, events) in enumerate(raw):
-        steps = sorted((_ns(e["ts"]), _ns(e["ts"] + e["dur"]), int(e["name"].split("#")[1]))
-                       for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
-                       and e.get("cat") != "gpu_user_annotation")  # the host's steps, not their GPU copies
+        steps = sorted(
+            (_ns(e["ts"]), _ns(e["ts"] + e["dur"]), int(e["name"].split("#")[1]))
+            for e in events
+            if e.get("ph") == "X"
+            and str(e.get("name", "")).startswith("ProfilerStep#")
+            and e.get("cat") != "gpu_user_annotation"
+        )  # the host's steps, not their GPU copies
         starts = [s for s, _, _ in steps]
 
         def step_at(t: int) -> int | None:  # used within this iteration only
             k = bisect.bisect_right(starts, t) - 1  # noqa: B023
             return steps[k][2] if k >= 0 and t < steps[k][1] else None  # noqa: B023
 
-        launch = {e["args"]["correlation"]: _ns(e["ts"]) for e in events
-                  if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+        launch = {
+            e["args"]["correlation"]: _ns(e["ts"])
+            for e in events
+            if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+        }
         want = collections.Counter(
-            step_at(launch[e["args"]["correlation"]]) for e in events
+            step_at(launch[e["args"]["correlation"]])
+            for e in events
             if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS and e["args"].get("correlation") in launch
         )
-        got = dict(run.sql(
-            """SELECT step, count(*) FROM slices WHERE rank = ? AND kind IN ('kernel', 'comm', 'memcpy', 'memset')
+        got = dict(
+            run.sql(
+                """SELECT step, count(*) FROM slices WHERE rank = ? AND kind IN ('kernel', 'comm', 'memcpy', 'memset')
                AND correlation IN (SELECT correlation FROM slices WHERE kind = 'api' AND rank = ?) GROUP BY step""",
-            [_rank(top, i), _rank(top, i)]).rows())
+                [_rank(top, i), _rank(top, i)],
+            ).rows()
+        )
         assert got == dict(want)
 
 
 def test_collective_metadata(imported):
     name, raw, run = imported
-    want = sum(1 for top, events in raw for e in events
-               if e.get("ph") == "X" and "Collective name" in (e.get("args") or {}))
-    (got, with_bytes), = run.sql("SELECT count(*), count(bytes) FROM comm").rows()
+    want = sum(
+        1 for top, events in raw for e in events if e.get("ph") == "X" and "Collective name" in (e.get("args") or {})
+    )
+    ((got, with_bytes),) = run.sql("SELECT count(*), count(bytes) FROM comm").rows()
     assert got == want
     if name == "nccl_rank0":
         assert got > 0 and with_bytes == got
-        (nel, nbytes, dtype), = run.sql("SELECT in_nelems, bytes, dtype FROM comm LIMIT 1").rows()
+        ((nel, nbytes, dtype),) = run.sql("SELECT in_nelems, bytes, dtype FROM comm LIMIT 1").rows()
         assert dtype == "Float" and nbytes == nel * 4
 
 
 def test_steps_cover_the_trace(imported):
     _, raw, run = imported
-    want = sorted({(_rank(top, i), int(e["name"].split("#")[1])) for i, (top, events) in enumerate(raw)
-                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#")})
+    want = sorted(
+        {
+            (_rank(top, i), int(e["name"].split("#")[1]))
+            for i, (top, events) in enumerate(raw)
+            for e in events
+            if str(e.get("name", "")).startswith("ProfilerStep#")
+        }
+    )
     assert [(s["rank"], s["step"]) for s in run.manifest["steps"]] == want
     # step_trace has a row for each step of each device that worked in it (a host-only step has none)
-    worked = set(run.sql("SELECT DISTINCT rank, device, step FROM slices WHERE device <> 'host' AND step IS NOT NULL").rows())
-    assert worked and set(run.sql('SELECT "Rank", "Device", "Step" FROM step_trace WHERE "Step" IS NOT NULL').rows()) == worked
+    worked = set(
+        run.sql("SELECT DISTINCT rank, device, step FROM slices WHERE device <> 'host' AND step IS NOT NULL").rows()
+    )
+    assert (
+        worked
+        and set(run.sql('SELECT "Rank", "Device", "Step" FROM step_trace WHERE "Step" IS NOT NULL').rows()) == worked
+    )
 
 
 # torch's async ranges: the record_function of a c10d Work (torch marks it async: out of the tree)
@@ -158,10 +196,19 @@ def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]
     fold). ProfilerStep#N are steps here (step_trace's rows), not rows."""
     profiler_util = pytest.importorskip("torch.autograd.profiler_util")
     host = [e for e in events if e.get("ph") == "X" and (e.get("cat") or "").lower() in HOST_TREE_CATS]
-    evs = profiler_util.EventList([
-        profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=_ns(e["ts"]),
-                                    end_us=_ns(e["ts"]) + _ns(e["dur"]), is_async=e["name"].startswith(C10D_WORK_RANGE))
-        for i, e in enumerate(host)])
+    evs = profiler_util.EventList(
+        [
+            profiler_util.FunctionEvent(
+                id=i,
+                name=e["name"],
+                thread=(e["pid"], e["tid"]),
+                start_us=_ns(e["ts"]),
+                end_us=_ns(e["ts"]) + _ns(e["dur"]),
+                is_async=e["name"].startswith(C10D_WORK_RANGE),
+            )
+            for i, e in enumerate(host)
+        ]
+    )
     evs._populate_cpu_children()
     evs._remove_dup_nodes()
     out: dict[str, list] = collections.defaultdict(lambda: [0, 0, 0])
@@ -175,8 +222,12 @@ def torch_key_averages(events: list[dict]) -> dict[str, tuple[int, float, float]
 
 
 def _key_averages(run, rank: int) -> dict[str, tuple]:
-    return {n: (c, s, t) for n, c, s, t in run.sql(
-        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages WHERE "Rank" = ?', [rank]).rows()}
+    return {
+        n: (c, s, t)
+        for n, c, s, t in run.sql(
+            'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages WHERE "Rank" = ?', [rank]
+        ).rows()
+    }
 
 
 def assert_torchs_key_averages(ours: dict[str, tuple], want: dict[str, tuple], rank: int) -> None:
@@ -185,8 +236,13 @@ def assert_torchs_key_averages(ours: dict[str, tuple], want: dict[str, tuple], r
         assert ours[name] == (calls, pytest.approx(self_us, abs=0.01), pytest.approx(total_us, abs=0.01)), (rank, name)
 
 
-@pytest.mark.parametrize("parts", [("kineto", "kineto_v100_resnet50_2021", "worker0.1623143089861.pt.trace.json.gz"),
-                                   ("kineto", "rccl_mi300x_resnet_3step", "resnet_act_checkpoint.json.gz")])
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("kineto", "kineto_v100_resnet50_2021", "worker0.1623143089861.pt.trace.json.gz"),
+        ("kineto", "rccl_mi300x_resnet_3step", "resnet_act_checkpoint.json.gz"),
+    ],
+)
 def test_key_averages_of_other_kineto_versions_is_torchs_tree(parts, tmp_path):
     """As below, on a Kineto trace of 2021 (capitalised categories) and a ROCm one with Python frames."""
     src = fixture_path(*parts)

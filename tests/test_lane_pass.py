@@ -22,8 +22,10 @@ from prof_engine.store import lane_pass
 
 needs_native = pytest.mark.skipif(_native.load() is None, reason="the native helpers are not built here")
 # the oracle: an independent statement of the lanes in SQL
-BY_MACRO = ("CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes('_lane_activity', "
-            "(SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity))")
+BY_MACRO = (
+    "CREATE OR REPLACE TEMP TABLE _lanes AS SELECT * FROM overlap_lanes('_lane_activity', "
+    "(SELECT list(DISTINCT device ORDER BY device) FROM _lane_activity))"
+)
 PATHS = ["native", "python"]
 ORACLE = REPO / "tests" / "data" / "lanes_oracle.sql"
 
@@ -42,11 +44,29 @@ def _activity(rng: random.Random, n: int) -> pa.Table:
     rows = []
     for _ in range(n):
         s = rng.randrange(0, 300)
-        rows.append({"rank": rng.choice([0, 1]), "device": rng.choice(["gpu0", "gpu1", "host"]),
-                     "step": rng.choice([None, 1, 2]), "type": rng.choice(["Computing", "Computing", "Communication"]),
-                     "s": s, "e": s + rng.choice([0, 0, 1, 3, 10, 40, 120])})
-    return pa.Table.from_pylist(rows, pa.schema([("rank", pa.int32()), ("device", pa.string()), ("step", pa.int64()),
-                                                 ("type", pa.string()), ("s", pa.int64()), ("e", pa.int64())]))
+        rows.append(
+            {
+                "rank": rng.choice([0, 1]),
+                "device": rng.choice(["gpu0", "gpu1", "host"]),
+                "step": rng.choice([None, 1, 2]),
+                "type": rng.choice(["Computing", "Computing", "Communication"]),
+                "s": s,
+                "e": s + rng.choice([0, 0, 1, 3, 10, 40, 120]),
+            }
+        )
+    return pa.Table.from_pylist(
+        rows,
+        pa.schema(
+            [
+                ("rank", pa.int32()),
+                ("device", pa.string()),
+                ("step", pa.int64()),
+                ("type", pa.string()),
+                ("s", pa.int64()),
+                ("e", pa.int64()),
+            ]
+        ),
+    )
 
 
 def _lanes(tmp_path, activity: pa.Table, native: bool) -> list[tuple]:
@@ -79,32 +99,60 @@ def test_no_activity_no_lanes(tmp_path, path):
 def test_one_key_by_hand(tmp_path, path):
     """Computing [0, 10) and [10, 20) (touching: one island), communication [5, 30), an empty
     interval at 40: computing [0, 20), communication [5, 30), not overlapped [20, 30), free [30, 40)."""
-    activity = pa.table({"rank": pa.array([0, 0, 0, 0], pa.int32()), "device": ["gpu0"] * 4, "step": [1, 1, 1, 1],
-                         "type": ["Computing", "Computing", "Communication", "Computing"],
-                         "s": [0, 10, 5, 40], "e": [10, 20, 30, 40]})
-    assert _lanes(tmp_path, activity, True) == sorted([
-        (0, "gpu0", 1, "Computing", 0, 20), (0, "gpu0", 1, "Communication", 5, 25),
-        (0, "gpu0", 1, "Communication(Not Overlapped)", 20, 10), (0, "gpu0", 1, "Free", 30, 10)], key=repr)
+    activity = pa.table(
+        {
+            "rank": pa.array([0, 0, 0, 0], pa.int32()),
+            "device": ["gpu0"] * 4,
+            "step": [1, 1, 1, 1],
+            "type": ["Computing", "Computing", "Communication", "Computing"],
+            "s": [0, 10, 5, 40],
+            "e": [10, 20, 30, 40],
+        }
+    )
+    assert _lanes(tmp_path, activity, True) == sorted(
+        [
+            (0, "gpu0", 1, "Computing", 0, 20),
+            (0, "gpu0", 1, "Communication", 5, 25),
+            (0, "gpu0", 1, "Communication(Not Overlapped)", 20, 10),
+            (0, "gpu0", 1, "Free", 30, 10),
+        ],
+        key=repr,
+    )
 
 
 EDGES = {
     "one empty interval": [(0, "Computing", 5, 5)],
     "only communication": [(0, "Communication", 0, 10), (0, "Communication", 10, 20), (0, "Communication", 30, 40)],
     "communication inside computing": [(0, "Computing", 0, 100), (0, "Communication", 10, 20)],
-    "computing inside communication": [(0, "Communication", 0, 100), (0, "Computing", 10, 20), (0, "Computing", 20, 30)],
+    "computing inside communication": [
+        (0, "Communication", 0, 100),
+        (0, "Computing", 10, 20),
+        (0, "Computing", 20, 30),
+    ],
     "equal starts": [(0, "Computing", 0, 10), (0, "Communication", 0, 30), (0, "Computing", 0, 5)],
     "empty at the end": [(0, "Computing", 0, 10), (0, "Communication", 5, 10), (0, "Computing", 50, 50)],
     "empty at the start": [(0, "Communication", 0, 0), (0, "Computing", 10, 20)],
-    "pieces that touch": [(0, "Communication", 0, 100), (0, "Computing", 10, 20), (0, "Computing", 20, 20),
-                          (0, "Communication", 20, 30)],
+    "pieces that touch": [
+        (0, "Communication", 0, 100),
+        (0, "Computing", 10, 20),
+        (0, "Computing", 20, 20),
+        (0, "Communication", 20, 30),
+    ],
     "keys in a row": [(0, "Computing", 0, 10), (1, "Communication", 0, 10), (2, "Computing", 5, 5)],
 }
 
 
 def _edge(rows: list[tuple]) -> pa.Table:
-    return pa.table({"rank": pa.array([0] * len(rows), pa.int32()), "device": ["gpu0"] * len(rows),
-                     "step": pa.array([r[0] for r in rows], pa.int64()), "type": [r[1] for r in rows],
-                     "s": pa.array([r[2] for r in rows], pa.int64()), "e": pa.array([r[3] for r in rows], pa.int64())})
+    return pa.table(
+        {
+            "rank": pa.array([0] * len(rows), pa.int32()),
+            "device": ["gpu0"] * len(rows),
+            "step": pa.array([r[0] for r in rows], pa.int64()),
+            "type": [r[1] for r in rows],
+            "s": pa.array([r[2] for r in rows], pa.int64()),
+            "e": pa.array([r[3] for r in rows], pa.int64()),
+        }
+    )
 
 
 def _file(tmp_path, monkeypatch, activity: pa.Table, native: bool) -> pa.Table:
@@ -135,12 +183,19 @@ def test_python_port_on_a_fixture(tmp_path):
     lanes = {}
     for native in ("1", "0"):
         run = tmp_path / f"native{native}"
-        proc = subprocess.run([sys.executable, "-m", "prof_engine", "import", str(trace), "-o", str(run)],
-                              env={**os.environ, "PROF_ENGINE_NATIVE": native}, capture_output=True, text=True,
-                              timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "prof_engine", "import", str(trace), "-o", str(run)],
+            env={**os.environ, "PROF_ENGINE_NATIVE": native},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
-        lanes[native] = duckdb.connect().execute(
-            f"SELECT * FROM read_parquet('{run}/lanes/**/*.parquet', hive_partitioning = true) ORDER BY ALL").fetchall()
+        lanes[native] = (
+            duckdb.connect()
+            .execute(f"SELECT * FROM read_parquet('{run}/lanes/**/*.parquet', hive_partitioning = true) ORDER BY ALL")
+            .fetchall()
+        )
     assert len(lanes["1"]) > 100 and lanes["1"] == lanes["0"]
 
 

@@ -68,10 +68,15 @@ def _as_older_run(src, dst):
         host = pa.compute.equal(t["kind"], "host_op")
         keep = pa.compute.or_(host, pa.compute.equal(t["kind"], "api"))
         for col in ("input_shapes", "input_types"):
-            from_launcher = pa.compute.and_(pa.compute.invert(keep), pa.compute.is_in(t["name"], pa.array(
-                ["gemm_kernel", "memset_kernel", "orphan_kernel"])))
-            t = t.set_column(t.schema.get_field_index(col), col,
-                             pa.compute.if_else(from_launcher, pa.nulls(len(t), pa.string()), t[col]))
+            from_launcher = pa.compute.and_(
+                pa.compute.invert(keep),
+                pa.compute.is_in(t["name"], pa.array(["gemm_kernel", "memset_kernel", "orphan_kernel"])),
+            )
+            t = t.set_column(
+                t.schema.get_field_index(col),
+                col,
+                pa.compute.if_else(from_launcher, pa.nulls(len(t), pa.string()), t[col]),
+            )
         pq.write_table(t.drop_columns(["launch_name"]), path)
     manifest = json.loads((dst / "manifest.json").read_text())
     manifest["schema_version"] = "1.1"
@@ -97,8 +102,10 @@ def test_a_kernels_op_is_read_without_the_host_ops(run_dir):
         assert run.sql("EXPLAIN SELECT * FROM _task_ops").rows()[0][1].count("READ_PARQUET") == 1
 
 
-LAUNCHES = ('SELECT "Task Name", "OP Type", "Launch API", "Correlation", "Launch Duration(us)", "Task Duration(us)", '
-            '"Launch Delay(us)" FROM kernel_launch ORDER BY "Task Start(us)"')
+LAUNCHES = (
+    'SELECT "Task Name", "OP Type", "Launch API", "Correlation", "Launch Duration(us)", "Task Duration(us)", '
+    '"Launch Delay(us)" FROM kernel_launch ORDER BY "Task Start(us)"'
+)
 
 
 def test_kernel_launch_pairs_each_task_with_the_call_that_launched_it(run_dir):
@@ -135,8 +142,16 @@ def test_kernel_launch_takes_the_innermost_call_of_a_correlation(tmp_path):
 
 
 def _flow(phase: str, flow_id: int, ts: float, pid: int, tid: int) -> dict:
-    return {"ph": phase, "cat": "async_npu", "name": "torch_to_npu", "id": flow_id, "ts": ts, "pid": pid, "tid": tid,
-            **({"bp": "e"} if phase == "f" else {})}
+    return {
+        "ph": phase,
+        "cat": "async_npu",
+        "name": "torch_to_npu",
+        "id": flow_id,
+        "ts": ts,
+        "pid": pid,
+        "tid": tid,
+        **({"bp": "e"} if phase == "f" else {}),
+    }
 
 
 def test_a_flow_from_an_op_to_device_work_makes_the_op_its_launcher(tmp_path):
@@ -147,27 +162,42 @@ def test_a_flow_from_an_op_to_device_work_makes_the_op_its_launcher(tmp_path):
     events = [
         x("ProfilerStep#1", 0, 100, cat="user_annotation"),
         x("Model.forward", 5, 40, tid=1),
-        x("aten::relu", 10, 20, tid=1),                                 # queues its launch ...
+        x("aten::relu", 10, 20, tid=1),  # queues its launch ...
         x("aclnnRelu", 32, 4, cat="cuda_runtime", tid=2, correlation=21),  # ... run on the queue's thread
         _kernel("relu_kernel_a", 50, 6, 21),
         _kernel("relu_kernel_b", 60, 3, 21),
-        _flow("s", 900, 10, 1, 1), _flow("f", 900, 50, 0, 7),
+        _flow("s", 900, 10, 1, 1),
+        _flow("f", 900, 50, 0, 7),
         # a flow between host ops (fwdbwd) and an API call's own arrow change nothing
-        x("aten::add", 36, 5, tid=1), x("cudaLaunchKernel", 37, 2, cat="cuda_runtime", tid=1, correlation=22),
+        x("aten::add", 36, 5, tid=1),
+        x("cudaLaunchKernel", 37, 2, cat="cuda_runtime", tid=1, correlation=22),
         _kernel("add_kernel", 70, 2, 22),
-        {**_flow("s", 901, 36, 1, 1), "cat": "fwdbwd"}, {**_flow("f", 901, 10, 1, 1), "cat": "fwdbwd"},
+        {**_flow("s", 901, 36, 1, 1), "cat": "fwdbwd"},
+        {**_flow("f", 901, 10, 1, 1), "cat": "fwdbwd"},
     ]
     run_dir = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     with prof_engine.open(run_dir) as run:
-        assert run.sql(KERNELS).rows() == [("relu_kernel_a", "aten::relu", None, None),
-                                           ("relu_kernel_b", "aten::relu", None, None),
-                                           ("add_kernel", "aten::add", None, None)]
-        assert run.sql('SELECT "Name", "Host Self Duration(us)", "Host Total Duration(us)", '
-                       '"Device Self Duration(us)", "Device Total Duration(us)" FROM operator_details').rows() == [
-            ("Model.forward", 15.0, 40.0, 0.0, 11.0), ("aten::relu", 20.0, 20.0, 9.0, 9.0),
-            ("aten::add", 3.0, 5.0, 2.0, 2.0)]  # its cudaLaunchKernel is not its self time (as torch counts)
+        assert run.sql(KERNELS).rows() == [
+            ("relu_kernel_a", "aten::relu", None, None),
+            ("relu_kernel_b", "aten::relu", None, None),
+            ("add_kernel", "aten::add", None, None),
+        ]
+        assert run.sql(
+            'SELECT "Name", "Host Self Duration(us)", "Host Total Duration(us)", '
+            '"Device Self Duration(us)", "Device Total Duration(us)" FROM operator_details'
+        ).rows() == [
+            ("Model.forward", 15.0, 40.0, 0.0, 11.0),
+            ("aten::relu", 20.0, 20.0, 9.0, 9.0),
+            ("aten::add", 3.0, 5.0, 2.0, 2.0),
+        ]  # its cudaLaunchKernel is not its self time (as torch counts)
         # the runtime API calls are rows of their own, with their host time, as in torch's table
-        assert run.sql('SELECT "Name", "Calls", "Self Host(us)", "Self Device(us)", "Self Device %", "Device Total(us)" '
-                       'FROM key_averages').rows() == [
-            ("Model.forward", 1, 15.0, 0.0, 0.0, 11.0), ("aten::relu", 1, 20.0, 9.0, 81.82, 9.0),
-            ("aten::add", 1, 3.0, 2.0, 18.18, 2.0), ("aclnnRelu", 1, 4.0, 0.0, 0.0, 0.0), ("cudaLaunchKernel", 1, 2.0, 0.0, 0.0, 0.0)]
+        assert run.sql(
+            'SELECT "Name", "Calls", "Self Host(us)", "Self Device(us)", "Self Device %", "Device Total(us)" '
+            "FROM key_averages"
+        ).rows() == [
+            ("Model.forward", 1, 15.0, 0.0, 0.0, 11.0),
+            ("aten::relu", 1, 20.0, 9.0, 81.82, 9.0),
+            ("aten::add", 1, 3.0, 2.0, 18.18, 2.0),
+            ("aclnnRelu", 1, 4.0, 0.0, 0.0, 0.0),
+            ("cudaLaunchKernel", 1, 2.0, 0.0, 0.0, 0.0),
+        ]

@@ -77,14 +77,22 @@ print(json.dumps({"pool": os.environ.get(_allocator.ENV), "mallopts": mallopts, 
 
 
 def _traces(tmp_path):
-    return [str(write_trace(tmp_path / f"rank{r}.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-                                                         x("aten::mm", 10, 50)], distributedInfo={"rank": r}))
-            for r in (0, 1)]
+    return [
+        str(
+            write_trace(
+                tmp_path / f"rank{r}.json",
+                [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 50)],
+                distributedInfo={"rank": r},
+            )
+        )
+        for r in (0, 1)
+    ]
 
 
 def _python(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
-                          env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
 
 
 def _env_without_pool() -> dict[str, str]:
@@ -117,8 +125,12 @@ def test_other_cli_commands_only_choose_the_allocator(tmp_path):
     p = _python(CLI_PROCESS, "--version", env=_env_without_pool())
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.splitlines()[-1])
-    assert got == {"pool": "jemalloc" if LINUX else None, "mallopts": [], "program_pool": None,
-                   "pandas": importlib.util.find_spec("pandas") is not None}
+    assert got == {
+        "pool": "jemalloc" if LINUX else None,
+        "mallopts": [],
+        "program_pool": None,
+        "pandas": importlib.util.find_spec("pandas") is not None,
+    }
     p = _python(CLI_PROCESS, "--version", env={**os.environ, ENV: "system"})
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(p.stdout.splitlines()[-1])

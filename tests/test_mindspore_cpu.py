@@ -61,8 +61,9 @@ def executions(src: Path) -> list[tuple[str, int, int]]:
 
 def trace_cpu_ops(src: Path) -> list[dict]:
     events = json.loads((src / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text(encoding="utf-8"))
-    pids = {e["pid"] for e in events
-            if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"] == "CPU OP"}
+    pids = {
+        e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"] == "CPU OP"
+    }
     return [e for e in events if e["ph"] == "X" and e["pid"] in pids]
 
 
@@ -77,8 +78,10 @@ def test_cpu_ops_are_host_ops_with_their_type(src, run):
     assert rows == [{"kind": "host_op", "n": len(trace_cpu_ops(src))}]  # the Scope Layer lane is left out
     types = dict(run.sql("SELECT DISTINCT name, op_type FROM slices").rows())
     assert types["Default/network-WithLossCell/_backbone-SequentialCell/0-Dense/MatMul-op0"] == "MatMul"
-    assert types["Gradients/Default/network-WithLossCell/_backbone-SequentialCell/1-ReLU/Grad_ReLU/ReluGrad-op0"] \
+    assert (
+        types["Gradients/Default/network-WithLossCell/_backbone-SequentialCell/1-ReLU/Grad_ReLU/ReluGrad-op0"]
         == "ReluGrad"
+    )
 
 
 def test_times_are_the_timestamp_files_exact_ns(src, run):
@@ -92,15 +95,17 @@ def test_times_are_the_timestamp_files_exact_ns(src, run):
 
 def test_op_statistic_reproduces_cpu_op_type_info(src, run):
     expected = vendor(src, "cpu_op_type_info_0.csv")
-    ours = {r["OP Type"]: r for r in run.sql(
-        "SELECT * FROM op_statistic WHERE \"Device\" = 'host'").arrow().to_pylist()}
+    ours = {
+        r["OP Type"]: r for r in run.sql("SELECT * FROM op_statistic WHERE \"Device\" = 'host'").arrow().to_pylist()
+    }
     assert set(ours) == {r["op_type"] for r in expected}
     for r in expected:
         got = ours[r["op_type"]]
         assert got["Count"] == int(r["type_occurrences"]), r["op_type"]
         assert got["Core Type"] == "CPU"
         assert abs(got["Total Time(us)"] / 1000 - float(r["total_compute_time"])) <= half_unit(
-            r["total_compute_time"]), r["op_type"]
+            r["total_compute_time"]
+        ), r["op_type"]
 
 
 def test_key_averages_reproduces_cpu_op_detail_info(src, run):
@@ -121,11 +126,14 @@ def test_op_summary_shows_the_op_type(run):
 
 def test_lone_trace_view_reads_the_cpu_op_lane(src, tmp_path):
     """Without the FRAMEWORK files, the trace's CPU OP lane gives the same ops and durations."""
-    with prof_engine.open(prof_engine.import_trace(
-            [src / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"], tmp_path / "run")) as r:
+    with prof_engine.open(
+        prof_engine.import_trace([src / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"], tmp_path / "run")
+    ) as r:
         kinds = dict(r.sql("SELECT kind, count(*) FROM slices GROUP BY kind").rows())
-        stats = {t: (n, total) for t, n, total in r.sql(
-            'SELECT "OP Type", "Count", "Total Time(us)" FROM op_statistic').rows()}
+        stats = {
+            t: (n, total)
+            for t, n, total in r.sql('SELECT "OP Type", "Count", "Total Time(us)" FROM op_statistic').rows()
+        }
     assert kinds == {"host_op": len(trace_cpu_ops(src))}
     by_type: dict[str, list] = defaultdict(lambda: [0, 0])
     for name, _, dur in executions(src):
@@ -159,10 +167,14 @@ def test_two_field_monotonic_variant_is_flagged(src, tmp_path):
     base = min(s for _, s, _ in executions(src))
 
     def older(text: str) -> str:
-        return "\n".join(
-            f"{name};host_cpu_ops;" + " ".join(
-                f"{int(s) - base + 5_000_000_000},{d}" for s, d, _ in (t.split(",") for t in times.split()))
-            for name, _, times in (line.split(";") for line in text.splitlines() if line.strip())) + "\n"
+        return (
+            "\n".join(
+                f"{name};host_cpu_ops;"
+                + " ".join(f"{int(s) - base + 5_000_000_000},{d}" for s, d, _ in (t.split(",") for t in times.split()))
+                for name, _, times in (line.split(";") for line in text.splitlines() if line.strip())
+            )
+            + "\n"
+        )
 
     flat = _flat_copy(src, tmp_path / "profiler", older)
     with prof_engine.open(prof_engine.import_trace([flat], tmp_path / "run")) as r:

@@ -79,8 +79,9 @@ def test_long_names_import_whole_and_right(tmp_path, layout):
     offset = (gen.EPOCH_US - gen.MONO_US) * 1000 if layout == "legacy" else 0
     want_ts = sorted(int(Decimal(e["ts"]) * 1000) + offset for e in tasks)
     with prof_engine.open(prof_engine.import_trace([unit], tmp_path / "run")) as run:
-        got = run.sql("SELECT name, op_type, ts FROM slices WHERE device = 'npu0' AND kind <> 'step' "
-                      "AND pid = '3' ORDER BY ts").rows()
+        got = run.sql(
+            "SELECT name, op_type, ts FROM slices WHERE device = 'npu0' AND kind <> 'step' AND pid = '3' ORDER BY ts"
+        ).rows()
         n_api = run.sql("SELECT count(*) FROM slices WHERE kind = 'api'").rows()[0][0]
     assert len(got) == len(tasks)
     assert sorted(name for name, _, _ in got) == sorted(e["name"] for e in tasks)
@@ -91,17 +92,20 @@ def test_long_names_import_whole_and_right(tmp_path, layout):
     assert n_api == len(apis)
 
 
-@pytest.mark.parametrize("name, want", [
-    ("Default/network-WithLossCell/_backbone-AlexNet/Cast-op239", "Cast"),
-    ("Default/Conv2D-op12_3", "Conv2D"),
-    ("x/1_2abc-op5", "abc"),  # the type starts at a letter
-    ("a-op-op5", "op"),
-    ("Add-op5\n", "Add"),
-    ("trans_TransData_0_Cast_1", None),
-    ("Cast-op", None),
-    ("Cast-op12-x", None),
-    ("Scope-op3/Cast", None),  # only the last path segment names the node
-    ("-op5", None),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("Default/network-WithLossCell/_backbone-AlexNet/Cast-op239", "Cast"),
+        ("Default/Conv2D-op12_3", "Conv2D"),
+        ("x/1_2abc-op5", "abc"),  # the type starts at a letter
+        ("a-op-op5", "op"),
+        ("Add-op5\n", "Add"),
+        ("trans_TransData_0_Cast_1", None),
+        ("Cast-op", None),
+        ("Cast-op12-x", None),
+        ("Scope-op3/Cast", None),  # only the last path segment names the node
+        ("-op5", None),
+    ],
+)
 def test_node_type(name, want):
     assert msprof._node_type(name) == want

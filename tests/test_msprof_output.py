@@ -33,9 +33,14 @@ from prof_engine.errors import InputError
 SOURCE = ("ascend", "torch_npu_2rank_level1_text", "rank0_ascend_pt")
 PROF_NAME = "PROF_000001_20250101000000000_SYNTHETICSYNTHETIC"
 STAMP = "20250101000000"
-RENAME = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
-          "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
-          "Wait Time(us)": "Task Wait Time(us)"}
+RENAME = {
+    "Name": "Op Name",
+    "Type": "OP Type",
+    "Accelerator Core": "Task Type",
+    "Start Time(us)": "Task Start Time(us)",
+    "Duration(us)": "Task Duration(us)",
+    "Wait Time(us)": "Task Wait Time(us)",
+}
 VIEWS = ("op_statistic", "step_trace", "api_statistic")
 
 
@@ -90,8 +95,10 @@ def synthesize(root: Path, meta_in_every_slice: bool = True) -> Path:
     src = fixture_path(*SOURCE) / "ASCEND_PROFILER_OUTPUT"
     prof = root / PROF_NAME
     (prof / "device_0").mkdir(parents=True)
-    (prof / "device_0" / "info.json.0").write_text(json.dumps(
-        {"rank_id": 0, "hostname": "synthetic", "DeviceInfo": [{"id": 0, "ai_core_num": 24}]}), encoding="utf-8")
+    (prof / "device_0" / "info.json.0").write_text(
+        json.dumps({"rank_id": 0, "hostname": "synthetic", "DeviceInfo": [{"id": 0, "ai_core_num": 24}]}),
+        encoding="utf-8",
+    )
     out = prof / "mindstudio_profiler_output"
     out.mkdir()
     write_timeline_slices(out, src / "trace_view.json", meta_in_every_slice)
@@ -103,8 +110,10 @@ def synthesize(root: Path, meta_in_every_slice: bool = True) -> Path:
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("msprof_output")
     prof = synthesize(tmp / "src")
-    with prof_engine.open(prof_engine.import_trace([prof], tmp / "prof_run")) as prof_run, \
-            prof_engine.open(prof_engine.import_trace([fixture_path(*SOURCE)], tmp / "npu_run")) as npu_run:
+    with (
+        prof_engine.open(prof_engine.import_trace([prof], tmp / "prof_run")) as prof_run,
+        prof_engine.open(prof_engine.import_trace([fixture_path(*SOURCE)], tmp / "npu_run")) as npu_run,
+    ):
         yield prof, prof_run, npu_run
 
 
@@ -113,8 +122,11 @@ def test_slices_exist_with_metadata_in_each(runs):
     prof, _, _ = runs
     out = prof / "mindstudio_profiler_output"
     assert sorted(p.name for p in out.iterdir()) == [
-        f"msprof_slice_0_{STAMP}.json", f"msprof_slice_1_{STAMP}.json",
-        f"op_summary_slice_0_{STAMP}.csv", f"op_summary_slice_1_{STAMP}.csv"]
+        f"msprof_slice_0_{STAMP}.json",
+        f"msprof_slice_1_{STAMP}.json",
+        f"op_summary_slice_0_{STAMP}.csv",
+        f"op_summary_slice_1_{STAMP}.csv",
+    ]
     metas = [sum(e.get("ph") == "M" for e, _ in raw_events(out / f"msprof_slice_{i}_{STAMP}.json")) for i in (0, 1)]
     assert metas[0] == metas[1] > 0
     assert b"\r" not in (out / f"op_summary_slice_0_{STAMP}.csv").read_bytes()
@@ -170,13 +182,20 @@ def test_a_missing_slice_is_one_clear_line(tmp_path, stem, suffix):
     prof = synthesize(tmp_path / "src")
     out = prof / "mindstudio_profiler_output"
     (out / f"{stem}_slice_0_{STAMP}.{suffix}").unlink()
-    expected = (f"{out}: {stem} slice(s) 0 missing (found slice(s) 1): msprof splits a large {stem} into "
-                f"{stem}_slice_<i>_<timestamp> files numbered from 0, and every slice is needed")
+    expected = (
+        f"{out}: {stem} slice(s) 0 missing (found slice(s) 1): msprof splits a large {stem} into "
+        f"{stem}_slice_<i>_<timestamp> files numbered from 0, and every slice is needed"
+    )
     with pytest.raises(InputError) as err:
         prof_engine.import_trace([prof], tmp_path / "run")
     assert str(err.value) == expected
     (tmp_path / "cwd").mkdir()
-    proc = subprocess.run([sys.executable, "-m", "prof_engine", "import", str(prof), "-o", "run"],
-                          cwd=tmp_path / "cwd", capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "prof_engine", "import", str(prof), "-o", "run"],
+        cwd=tmp_path / "cwd",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (proc.returncode, proc.stderr) == (1, f"Error: {expected}\n")
     assert not any((tmp_path / "cwd").iterdir())

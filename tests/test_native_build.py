@@ -19,8 +19,9 @@ import pytest
 from prof_engine import _native
 
 REPO = Path(__file__).resolve().parents[1]
-NO_COMPILER = ("prof-engine: no C compiler (cc/gcc/clang); installing without the native helpers: "
-               "trace imports run ~3x slower")
+NO_COMPILER = (
+    "prof-engine: no C compiler (cc/gcc/clang); installing without the native helpers: trace imports run ~3x slower"
+)
 
 
 @pytest.fixture
@@ -28,6 +29,7 @@ def ext():
     if _native.load() is None:
         pytest.skip("the native helpers are not built here")
     from prof_engine._native import _ext
+
     return _ext
 
 
@@ -52,36 +54,74 @@ def test_lanes_through_the_extension(ext):
     assert ext.lanes_finish(state, *out) == 3  # computing [0, 10), communication [5, 30), not overlapped [10, 30)
 
 
-@pytest.mark.parametrize("call, error", [
-    # a buffer that is not one, and an output that is read-only
-    (lambda x: x.lanes(x.lanes_new(), 1, 1, b"\0", _i64(0), _i64(1), *_lanes_out(12)), TypeError),
-    (lambda x: x.lanes(x.lanes_new(), 1, _i64(1), b"\0", _i64(0), _i64(1), bytes(96), *_lanes_out(12)[1:]), TypeError),
-    # fewer bytes than the counts need: inputs and outputs
-    (lambda x: x.lanes(x.lanes_new(), 2, _i64(1), b"\0\0", _i64(0, 1), _i64(1, 2), *_lanes_out(18)), ValueError),
-    (lambda x: x.lanes(x.lanes_new(), 1, _i64(1), b"\0", _i64(0), _i64(1), *_lanes_out(11)), ValueError),
-    (lambda x: x.lanes(x.lanes_new(), -1, b"", b"", b"", b"", *_lanes_out(0)), ValueError),
-    # a state of another kind, or none
-    (lambda x: x.lanes(x.host_new(0, b"", b"", b"", b"", b""), 0, b"", b"", b"", b"", *_lanes_out(6)), TypeError),
-    (lambda x: x.step_at(None, 0, b"", b"", bytearray(), bytearray()), TypeError),
-    (lambda x: x.host_new(2, _i64(0), _i64(0, 1), _i64(1, 2), _i64(1, 2), b"\1\1"), ValueError),
-    (lambda x: x.lanes(x.lanes_new(), "1", _i64(1), b"\0", _i64(0), _i64(1), *_lanes_out(12)), TypeError),
-    # rows out of order
-    (lambda x: x.lanes(x.lanes_new(), 2, _i64(2, 1), b"\0\0", _i64(0, 0), _i64(1, 1), *_lanes_out(18)), ValueError),
-    # spans outside the text, a row outside the spans, a mode that is none
-    (lambda x: x.gather_size(b"12", _i64(1), pa.array([5], pa.int32()).buffers()[1], None, 1), ValueError),
-    (lambda x: x.gather_size(b"12", _i64(0), pa.array([1], pa.int32()).buffers()[1], _i64(3), 1), ValueError),
-    (lambda x: x.gather_i64(b"1", _i64(0), pa.array([1], pa.int32()).buffers()[1], None, 1, 7, bytearray(8),
-                            bytearray(1)), ValueError),
-    # names without their end, a range beyond the text, span tables too small for the keys
-    (lambda x: x.scan(b"[{}]", 1, 3, 0, 4, b"ph", b"", bytearray(32), bytearray(16), bytearray(32), bytearray(16)),
-     ValueError),
-    (lambda x: x.scan(b"[{}]", 1, 9, 0, 4, b"ph\0", b"", bytearray(32), bytearray(16), bytearray(32), bytearray(16)),
-     ValueError),
-    (lambda x: x.scan(b"[{}]", 1, 3, 0, 4, b"ph\0ts\0", b"", bytearray(32), bytearray(16), bytearray(32),
-                      bytearray(16)), ValueError),
-], ids=["not-a-buffer", "read-only-output", "short-input", "short-output", "negative-count", "wrong-state",
-        "no-state", "short-steps", "count-not-int", "out-of-order", "span-outside-text", "row-outside-spans",
-        "unknown-mode", "names-unterminated", "range-outside-text", "short-span-table"])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        # a buffer that is not one, and an output that is read-only
+        (lambda x: x.lanes(x.lanes_new(), 1, 1, b"\0", _i64(0), _i64(1), *_lanes_out(12)), TypeError),
+        (
+            lambda x: x.lanes(x.lanes_new(), 1, _i64(1), b"\0", _i64(0), _i64(1), bytes(96), *_lanes_out(12)[1:]),
+            TypeError,
+        ),
+        # fewer bytes than the counts need: inputs and outputs
+        (lambda x: x.lanes(x.lanes_new(), 2, _i64(1), b"\0\0", _i64(0, 1), _i64(1, 2), *_lanes_out(18)), ValueError),
+        (lambda x: x.lanes(x.lanes_new(), 1, _i64(1), b"\0", _i64(0), _i64(1), *_lanes_out(11)), ValueError),
+        (lambda x: x.lanes(x.lanes_new(), -1, b"", b"", b"", b"", *_lanes_out(0)), ValueError),
+        # a state of another kind, or none
+        (lambda x: x.lanes(x.host_new(0, b"", b"", b"", b"", b""), 0, b"", b"", b"", b"", *_lanes_out(6)), TypeError),
+        (lambda x: x.step_at(None, 0, b"", b"", bytearray(), bytearray()), TypeError),
+        (lambda x: x.host_new(2, _i64(0), _i64(0, 1), _i64(1, 2), _i64(1, 2), b"\1\1"), ValueError),
+        (lambda x: x.lanes(x.lanes_new(), "1", _i64(1), b"\0", _i64(0), _i64(1), *_lanes_out(12)), TypeError),
+        # rows out of order
+        (lambda x: x.lanes(x.lanes_new(), 2, _i64(2, 1), b"\0\0", _i64(0, 0), _i64(1, 1), *_lanes_out(18)), ValueError),
+        # spans outside the text, a row outside the spans, a mode that is none
+        (lambda x: x.gather_size(b"12", _i64(1), pa.array([5], pa.int32()).buffers()[1], None, 1), ValueError),
+        (lambda x: x.gather_size(b"12", _i64(0), pa.array([1], pa.int32()).buffers()[1], _i64(3), 1), ValueError),
+        (
+            lambda x: x.gather_i64(
+                b"1", _i64(0), pa.array([1], pa.int32()).buffers()[1], None, 1, 7, bytearray(8), bytearray(1)
+            ),
+            ValueError,
+        ),
+        # names without their end, a range beyond the text, span tables too small for the keys
+        (
+            lambda x: x.scan(
+                b"[{}]", 1, 3, 0, 4, b"ph", b"", bytearray(32), bytearray(16), bytearray(32), bytearray(16)
+            ),
+            ValueError,
+        ),
+        (
+            lambda x: x.scan(
+                b"[{}]", 1, 9, 0, 4, b"ph\0", b"", bytearray(32), bytearray(16), bytearray(32), bytearray(16)
+            ),
+            ValueError,
+        ),
+        (
+            lambda x: x.scan(
+                b"[{}]", 1, 3, 0, 4, b"ph\0ts\0", b"", bytearray(32), bytearray(16), bytearray(32), bytearray(16)
+            ),
+            ValueError,
+        ),
+    ],
+    ids=[
+        "not-a-buffer",
+        "read-only-output",
+        "short-input",
+        "short-output",
+        "negative-count",
+        "wrong-state",
+        "no-state",
+        "short-steps",
+        "count-not-int",
+        "out-of-order",
+        "span-outside-text",
+        "row-outside-spans",
+        "unknown-mode",
+        "names-unterminated",
+        "range-outside-text",
+        "short-span-table",
+    ],
+)
 def test_a_wrong_argument_is_an_exception(ext, call, error):
     with pytest.raises(error):
         call(ext)
@@ -91,10 +131,11 @@ def test_scan_and_gather_through_the_extension(ext):
     text = b'{"ph": "X", "ts": 1.5}, {"ph": "B", "ts": 2}]'
     cap, keys = 4, 2
     starts, lens = bytearray(8 * keys * cap), bytearray(4 * keys * cap)
-    consumed, n, _, status, after = ext.scan(text, 0, len(text), 0, cap, b"ph\0ts\0", b"", starts, lens,
-                                             bytearray(8 * cap), bytearray(4 * cap))
+    consumed, n, _, status, after = ext.scan(
+        text, 0, len(text), 0, cap, b"ph\0ts\0", b"", starts, lens, bytearray(8 * cap), bytearray(4 * cap)
+    )
     assert (consumed, n, status, after) == (len(text), 2, 1, 1)
-    ts_starts, ts_lens = memoryview(starts)[8 * cap:], memoryview(lens)[4 * cap:]
+    ts_starts, ts_lens = memoryview(starts)[8 * cap :], memoryview(lens)[4 * cap :]
     out, valid = bytearray(16), bytearray(1)
     assert ext.gather_i64(text, ts_starts, ts_lens, None, 2, 1, out, valid) == (0, 0)
     assert memoryview(out).cast("q").tolist() == [1500, 2000]
@@ -139,9 +180,25 @@ def _wheel(tmp_path: Path, **env: str) -> tuple[Path | None, subprocess.Complete
     """`pip wheel` of the source tree, offline (the build backend installed here, no isolation)."""
     pytest.importorskip("setuptools", minversion="77")
     out = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                           "-v", "-w", str(out), str(_source_tree(tmp_path))],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-v",
+            "-w",
+            str(out),
+            str(_source_tree(tmp_path)),
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wheels = sorted(out.glob("*.whl")) if out.exists() else []
     return (wheels[0] if wheels else None), proc
 
@@ -154,10 +211,12 @@ def test_pip_wheel_is_a_platform_wheel_with_the_extension_and_data(tmp_path):
     assert [n for n in names if n.startswith("prof_engine/_native/_ext.") and n.endswith((".so", ".pyd"))]
     assert "prof_engine/_native/_ext.pyi" in names and "prof_engine/py.typed" in names
     assert {n.rsplit("/", 1)[-1] for n in names if n.startswith("prof_engine/_data/queries/")} >= {
-        p.name for p in (REPO / "queries").glob("*.sql")}
+        p.name for p in (REPO / "queries").glob("*.sql")
+    }
     assert "prof_engine/_data/queries/store/finalize.sql" in names
     assert {n.rsplit("/", 1)[-1] for n in names if n.startswith("prof_engine/_data/schemas/")} == {
-        p.name for p in (REPO / "schemas").glob("*.toml")}
+        p.name for p in (REPO / "schemas").glob("*.toml")
+    }
     # nothing compiled at run time, no sources beside the module
     assert not [n for n in names if n.endswith((".c", ".h")) or "/_native/_native_" in n or "/_native/_scan_" in n]
 

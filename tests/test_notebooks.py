@@ -37,8 +37,13 @@ def kernel_env(monkeypatch):
 def record(tmp: Path, steps: int) -> Path:
     """A trace recorded as the Quick start records it (examples/record_trace.py; all but 2 steps recorded)."""
     pytest.importorskip("torch")
-    out = subprocess.run([sys.executable, str(REPO / "examples" / "record_trace.py"), "-o", "trace.json",
-                          "--steps", str(steps)], cwd=tmp, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "record_trace.py"), "-o", "trace.json", "--steps", str(steps)],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     return tmp / "trace.json"
 
@@ -59,15 +64,20 @@ def profiler_steps(*paths: Path) -> dict[int, list[int]]:
     for path in paths:
         top, events = load_events(path)
         rank = int(top.get("distributedInfo", {}).get("rank", 0))
-        out[rank] = sorted(int(e["name"].split("#")[1]) for e in events
-                           if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+        out[rank] = sorted(
+            int(e["name"].split("#")[1])
+            for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        )
     return out
 
 
 def notebook_client(notebook: str, cwd: Path):
     """(notebook, client) for a copy of `notebook` run in `cwd`."""
     nb = nbformat.read(REPO / "notebooks" / notebook, as_version=4)
-    return nb, nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    return nb, nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
 
 
 def execute(notebook: str, cwd: Path) -> tuple[str, list]:
@@ -81,8 +91,10 @@ def execute(notebook: str, cwd: Path) -> tuple[str, list]:
 
 def check_steps(text: str, expected: dict[int, list[int]]) -> None:
     """The first cell's per-rank lines show each rank's step count and first..last step as in the trace."""
-    shown = {int(r): (int(n), int(a), int(b)) for r, n, a, b in
-             re.findall(r"^  rank (\d+) \S+: (\d+) step\(s\) (-?\d+)\.\.(-?\d+), step time", text, re.M)}
+    shown = {
+        int(r): (int(n), int(a), int(b))
+        for r, n, a, b in re.findall(r"^  rank (\d+) \S+: (\d+) step\(s\) (-?\d+)\.\.(-?\d+), step time", text, re.M)
+    }
     assert shown == {r: (len(s), s[0], s[-1]) for r, s in expected.items()}, text
     numbers = sorted({n for s in expected.values() for n in s})
     assert f": {len(numbers)} step(s), rank(s) {sorted(expected)}" in text
@@ -94,9 +106,11 @@ def check_compare(text: str, expected: dict[int, list[int]]) -> None:
     if len(numbers) < 2:
         assert f"{len(numbers)} step(s): nothing to compare within this run" in text
         return
-    first, second = numbers[: len(numbers) // 2], numbers[len(numbers) // 2:]
-    assert (f"steps {second[0]}..{second[-1]} ({len(second)}) compared with steps {first[0]}..{first[-1]} "
-            f"({len(first)}) of the same run") in text
+    first, second = numbers[: len(numbers) // 2], numbers[len(numbers) // 2 :]
+    assert (
+        f"steps {second[0]}..{second[-1]} ({len(second)}) compared with steps {first[0]}..{first[-1]} "
+        f"({len(first)}) of the same run"
+    ) in text
     assert "Hodges–Lehmann" in text and statuses(text)  # the comparison ran, printed its method and verdicts
 
 
@@ -173,6 +187,6 @@ def test_no_run_is_one_line(notebook, setting, tmp_path, monkeypatch):
     code = [c for c in nb.cells if c.cell_type == "code"]
     first = next(i for i, c in enumerate(code) if "parameters" not in c.metadata.get("tags", []))
     errors = [o for o in code[first].outputs if o.output_type == "error"]
-    assert len(errors) == 1 and all(c.execution_count is None for c in code[first + 1:])  # it stopped there
+    assert len(errors) == 1 and all(c.execution_count is None for c in code[first + 1 :])  # it stopped there
     lines = errors[0]["traceback"]
     assert len(lines) == 1 and lines[0].startswith("RunError: ") and QUICK_START in lines[0], lines

@@ -41,14 +41,17 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
 )
 def test_interval_union(intervals, expected):
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals))
-                + ") v(s, e)")
+    con.execute(
+        "CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)"
+    )
     assert _rows(con, f"SELECT s, e FROM interval_lanes('t') WHERE lane = {UNION_A}") == expected
 
 
 def test_interval_union_keeps_keys_apart():
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT key, false AS b, s, e FROM (VALUES (1, 0, 10), (2, 5, 15), (1, 10, 12)) v(key, s, e)")
+    con.execute(
+        "CREATE TABLE t AS SELECT key, false AS b, s, e FROM (VALUES (1, 0, 10), (2, 5, 15), (1, 10, 12)) v(key, s, e)"
+    )
     assert _rows(con, f"SELECT key, s, e FROM interval_lanes('t') WHERE lane = {UNION_A}") == [(1, 0, 12), (2, 5, 15)]
 
 
@@ -72,8 +75,9 @@ def test_interval_union_keeps_keys_apart():
 )
 def test_interval_gaps(intervals, expected):
     con = _macros()
-    con.execute("CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals))
-                + ") v(s, e)")
+    con.execute(
+        "CREATE TABLE t AS SELECT 1 AS key, false AS b, * FROM (VALUES " + ",".join(map(str, intervals)) + ") v(s, e)"
+    )
     assert _rows(con, f"SELECT s, e FROM interval_lanes('t') WHERE lane = {GAPS}") == expected
 
 
@@ -121,8 +125,12 @@ def test_interval_lanes_match_point_sets(seed):
         a = [(s, e) for k, b, s, e in rows if k == key and not b]
         b = [(s, e) for k, b, s, e in rows if k == key and b]
         span = (min(s for s, _ in a + b), max(e for _, e in a + b))
-        expected = {UNION_A: _runs(_points(a)), UNION_B: _runs(_points(b)), B_NOT_A: _runs(_points(b) - _points(a)),
-                    GAPS: _runs(_points([span]) - _points(a + b))}
+        expected = {
+            UNION_A: _runs(_points(a)),
+            UNION_B: _runs(_points(b)),
+            B_NOT_A: _runs(_points(b) - _points(a)),
+            GAPS: _runs(_points([span]) - _points(a + b)),
+        }
         for lane, want in expected.items():
             assert sorted((s, e) for k, ln, s, e in got if k == key and ln == lane) == want, (key, lane)
 
@@ -133,14 +141,20 @@ def _step_totals(rows) -> dict:
     con = _macros()
     con.execute((data_dir("queries") / "_lanes.sql").read_text())
     con.execute("CREATE TABLE act (rank INTEGER, device VARCHAR, step BIGINT, type VARCHAR, s BIGINT, e BIGINT)")
-    con.executemany("INSERT INTO act VALUES (0, 'gpu0', ?, ?, ?, ?)",
-                    [(k, "Communication" if b else "Computing", s, e) for k, b, s, e in rows])
+    con.executemany(
+        "INSERT INTO act VALUES (0, 'gpu0', ?, ?, ?, ?)",
+        [(k, "Communication" if b else "Computing", s, e) for k, b, s, e in rows],
+    )
     con.execute("CREATE TABLE lanes AS SELECT * FROM overlap_lanes('act', ['gpu0'])")
     con.execute("CREATE TABLE receives (rank INTEGER, device VARCHAR, step BIGINT, dur BIGINT)")
     con.execute("CREATE TABLE steps (rank INTEGER, step BIGINT, ts BIGINT)")
-    return {step: (a, b, a + not_overlapped, first, s, e) for step, a, b, not_overlapped, first, s, e in con.execute(
-        "SELECT step, computing, communication, not_overlapped, first_active, span_start, span_end "
-        "FROM step_lanes('lanes', 'receives', 'steps')").fetchall()}
+    return {
+        step: (a, b, a + not_overlapped, first, s, e)
+        for step, a, b, not_overlapped, first, s, e in con.execute(
+            "SELECT step, computing, communication, not_overlapped, first_active, span_start, span_end "
+            "FROM step_lanes('lanes', 'receives', 'steps')"
+        ).fetchall()
+    }
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -216,15 +230,17 @@ def _kernel(name: str, start: float, dur: float, stream: int, **args) -> dict:
 def gpu_run(tmp_path_factory):
     """Step 1 = [0, 100) µs on the host; on gpu0:
 
-        stream 7  compute   A [10----30)  C [30--40)      (B [20,25) nested in A)
-        stream 8  comm                        N1 [35------60)      N2 [70--80)
-        step 2 = [100, 200): aten::mm [190,195) launches (corr 42) kernel K that runs at [205,215)
+    stream 7  compute   A [10----30)  C [30--40)      (B [20,25) nested in A)
+    stream 8  comm                        N1 [35------60)      N2 [70--80)
+    step 2 = [100, 200): aten::mm [190,195) launches (corr 42) kernel K that runs at [205,215)
     """
     d = tmp_path_factory.mktemp("gpu")
     events = [
         x("ProfilerStep#1", BASE + 0, 100, cat="user_annotation"),
         x("ProfilerStep#2", BASE + 100, 100, cat="user_annotation"),
-        _kernel("A", 10, 20, 7), _kernel("B", 20, 5, 7), _kernel("C", 30, 10, 7),
+        _kernel("A", 10, 20, 7),
+        _kernel("B", 20, 5, 7),
+        _kernel("C", 30, 10, 7),
         _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 35, 25, 8),
         _kernel("ncclKernel_AllGather_RING_LL", 70, 10, 8),
         x("aten::mm", BASE + 190, 5, **{"External id": 9}),
@@ -266,11 +282,11 @@ def test_step_trace_from_overlap(gpu_run):
 
 def test_kernel_takes_the_step_of_its_launch(gpu_run):
     """K runs during step 2's successor time range but was launched in step 2: it belongs to step 2."""
-    (step, launcher), = gpu_run.sql(
+    ((step, launcher),) = gpu_run.sql(
         "SELECT k.step, l.name FROM slices k JOIN slices l ON l.id = k.launch_id WHERE k.name = 'K'"
     ).rows()
     assert (step, launcher) == (2, "aten::mm")
-    (op_type,), = gpu_run.sql("""SELECT "OP Type" FROM op_summary WHERE "Op Name" = 'K'""").rows()
+    ((op_type,),) = gpu_run.sql("""SELECT "OP Type" FROM op_summary WHERE "Op Name" = 'K'""").rows()
     assert op_type == "aten::mm"
 
 
@@ -285,14 +301,17 @@ def _device_free(rows) -> dict:
     con = _macros()
     con.execute((data_dir("queries") / "_lanes.sql").read_text())
     con.execute("CREATE TABLE act (rank INTEGER, device VARCHAR, step BIGINT, type VARCHAR, s BIGINT, e BIGINT)")
-    con.executemany("INSERT INTO act VALUES (0, 'gpu0', ?, ?, ?, ?)",
-                    [(k, "Communication" if b else "Computing", s, e) for k, b, s, e in rows])
+    con.executemany(
+        "INSERT INTO act VALUES (0, 'gpu0', ?, ?, ?, ?)",
+        [(k, "Communication" if b else "Computing", s, e) for k, b, s, e in rows],
+    )
     con.execute("CREATE TABLE own AS SELECT * FROM overlap_lanes('act', ['gpu0'])")
     con.execute("CREATE TABLE devices AS SELECT * FROM overlapping_devices('own')")
     con.execute("CREATE TABLE free AS SELECT * FROM device_free('own', 'devices')")
     got: dict = {}
-    for step, ts, dur in con.execute("SELECT step, ts, dur FROM device_lanes('own', 'devices', 'free') "
-                                     "WHERE type = 'Free' ORDER BY ts").fetchall():
+    for step, ts, dur in con.execute(
+        "SELECT step, ts, dur FROM device_lanes('own', 'devices', 'free') WHERE type = 'Free' ORDER BY ts"
+    ).fetchall():
         got.setdefault(step, []).append((ts, ts + dur))
     return got
 
@@ -330,8 +349,10 @@ def test_device_free_matches_point_sets(seed):
         rows += [(k, rng.random() < 0.3, base + s, base + e) for _, s, e in _random_intervals(rng, rng.randint(0, 6))]
     got = _device_free(rows)
     assert got == _free_by_points(rows)
-    spans = [(min(s for kk, _, s, _ in rows if kk == k), max(e for kk, _, _, e in rows if kk == k))
-             for k in {r[0] for r in rows}]
+    spans = [
+        (min(s for kk, _, s, _ in rows if kk == k), max(e for kk, _, _, e in rows if kk == k))
+        for k in {r[0] for r in rows}
+    ]
     idle = _points(spans) - _points([(s, e) for _, _, s, e in rows])
     assert sum(e - s for v in got.values() for s, e in v) == len(idle)
 
@@ -356,16 +377,25 @@ def _kineto_free_oracle(events) -> dict:
     each in the host ProfilerStep holding its launch (by correlation id) or else its own start; the
     device's idle intervals (gaps of the union of all kernels); each step's span (first to last of
     its kernels) less the spans of the steps that started before it; Free = idle within it."""
+
     def ns(v):
         return int(v * 1000)
-    host_steps = {int(e["name"].split("#")[1]): (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
-                  if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")}
+
+    host_steps = {
+        int(e["name"].split("#")[1]): (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    }
 
     def step_at(t):
         held = [(s, k) for k, (s, e) in host_steps.items() if s <= t < e]
         return max(held)[1] if held else None
-    launch = {e["args"]["correlation"]: ns(e["ts"]) for e in events
-              if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+
+    launch = {
+        e["args"]["correlation"]: ns(e["ts"])
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
     kernels = []
     for e in events:
         if e.get("cat") == "kernel" and e.get("ph") == "X":
@@ -388,8 +418,7 @@ def _kineto_free_oracle(events) -> dict:
         lo, hi = max(spans[k][0], reach or spans[k][0]), spans[k][1]
         free[k] = sum(max(0, min(hi, e) - max(lo, s)) for s, e in idle)
         reach = max(reach or hi, hi)
-    return {"free": free, "idle": sum(e - s for s, e in idle), "range": merged[-1][1] - merged[0][0],
-            "spans": spans}
+    return {"free": free, "idle": sum(e - s for s, e in idle), "range": merged[-1][1] - merged[0][0], "spans": spans}
 
 
 @pytest.fixture(scope="module")
@@ -410,8 +439,9 @@ def test_overlapping_steps_free_is_device_idle(mi300x_run):
     stored = run.sql(query).rows()
     assert stored == [(k, v / 1e3) for k, v in sorted(oracle["free"].items())]
     assert sum(v for _, v in stored) == pytest.approx(oracle["idle"] / 1e3)
-    assert run.sql("SELECT sum(\"Duration(us)\") FROM overlap WHERE \"Type\" = 'Free'").rows()[0][0] \
-        == pytest.approx(oracle["idle"] / 1e3)
+    assert run.sql('SELECT sum("Duration(us)") FROM overlap WHERE "Type" = \'Free\'').rows()[0][0] == pytest.approx(
+        oracle["idle"] / 1e3
+    )
 
 
 def test_step_overlaps_and_advice_idle_share(mi300x_run):

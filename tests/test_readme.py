@@ -39,7 +39,12 @@ def test_quick_start_main_job_runs(tmp_path):
         done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
     assert sorted(p.name.split("_2")[0] for p in (tmp_path / "reports").iterdir()) == [
-        "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
+        "api_statistic",
+        "op_statistic",
+        "op_summary",
+        "step_trace",
+        "task_time",
+    ]
     assert "<svg" in (tmp_path / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
 
 
@@ -50,8 +55,11 @@ def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
-    cells = [[c.strip() for c in line.strip("│").split("│")]
-             for line in section.splitlines() if re.match(r"│\s+\d+ │ gpu", line)]
+    cells = [
+        [c.strip() for c in line.strip("│").split("│")]
+        for line in section.splitlines()
+        if re.match(r"│\s+\d+ │ gpu", line)
+    ]
     advice = [row[:4] for row in cells if row[2] in ("high", "medium")]
     rows = [[c.replace(",", "") for c in row] for row in cells if row[2] not in ("high", "medium")]
     assert len(rows) == 4 and len(advice) == 4

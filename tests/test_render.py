@@ -17,16 +17,26 @@ from compare_traces import compare_runs  # noqa: F401 - a fixture
 from conftest import fixture_path, write_trace, x
 from prof_engine.engine.tables import cell_text
 
-STEP_COLUMNS = ('"Rank"', '"Device"', '"Step"', 'round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)"',
-                '"Computing"', '"Communication(Not Overlapped)"', '"Overlapped"', '"Free"', '"Preparing"')
+STEP_COLUMNS = (
+    '"Rank"',
+    '"Device"',
+    '"Step"',
+    'round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)"',
+    '"Computing"',
+    '"Communication(Not Overlapped)"',
+    '"Overlapped"',
+    '"Free"',
+    '"Preparing"',
+)
 HIDDEN = re.compile(r"… (\d+) columns? hidden \((.*)\): ")
 
 
 def cli(columns: int, *args: str, timeout: float = 120) -> str:
     """stdout of `python -m prof_engine ARGS` piped, with COLUMNS=`columns`; it must succeed."""
     env = {**os.environ, "COLUMNS": str(columns)}
-    proc = subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout
 
@@ -37,12 +47,15 @@ def many_steps(path: Path, first: int = 131, last: int = 551) -> Path:
     events, t, corr = [], 1_700_000_000_000_000.0, 0
     for step in range(first, last + 1):
         events.append(x(f"ProfilerStep#{step}", t, 600_030.0 + step, cat="user_annotation"))
-        for name, begin, dur, stream in (("gemm_kernel", 100.0, 106_252.0, 7),
-                                         ("ncclKernel_AllReduce_RING_LL_Sum_float", 427_871.0, 172_000.0 + step, 20)):
+        for name, begin, dur, stream in (
+            ("gemm_kernel", 100.0, 106_252.0, 7),
+            ("ncclKernel_AllReduce_RING_LL_Sum_float", 427_871.0, 172_000.0 + step, 20),
+        ):
             corr += 1
             events.append(x("cudaLaunchKernel", t + begin - 50, 5, cat="cuda_runtime", correlation=corr))
-            events.append(x(name, t + begin, dur, cat="kernel", pid=0, tid=stream, device=0, stream=stream,
-                            correlation=corr))
+            events.append(
+                x(name, t + begin, dur, cat="kernel", pid=0, tid=stream, device=0, stream=stream, correlation=corr)
+            )
         t += 600_030.0 + step + 20
     return write_trace(path, events)
 
@@ -83,7 +96,7 @@ def body_rows(lines: list[str]) -> list[list[str]]:
     """The cells of each one-line body row (between the header rule `┡` and the bottom `└`)."""
     start = next(i for i, line in enumerate(lines) if line.startswith("┡"))
     end = next(i for i, line in enumerate(lines) if line.startswith("└"))
-    return [[c.strip() for c in line.split("│")[1:-1]] for line in lines[start + 1:end]]
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in lines[start + 1 : end]]
 
 
 def check_step_table(run: Path, columns: int) -> tuple[list[str], list[str]]:
@@ -99,7 +112,7 @@ def check_step_table(run: Path, columns: int) -> tuple[list[str], list[str]]:
     assert set(hidden) < set(names) and {"Rank", "Device", "Step"}.isdisjoint(hidden)
     shown = [i for i, n in enumerate(names) if n not in hidden]
     rows = body_rows(lines)
-    assert rows == [[cell_text(row[i]) for i in shown] for row in want.rows()[:len(rows)]]
+    assert rows == [[cell_text(row[i]) for i in shown] for row in want.rows()[: len(rows)]]
     assert len(rows) == min(len(want), 100)
     return hidden, [line for line in lines if line.startswith("… ") and "hidden" not in line]
 
@@ -119,7 +132,7 @@ def test_show_says_how_many_steps_it_left_out(steps_run, columns):
     hidden, notes = check_step_table(steps_run, columns)
     assert bool(hidden) == (columns == 80)
     with prof_engine.open(steps_run) as r:
-        (total,), = r.sql("SELECT count(*) FROM step_trace").rows()
+        ((total,),) = r.sql("SELECT count(*) FROM step_trace").rows()
     assert total == 421
     assert notes and notes[0].startswith(f"… {total - 100} more rows: a larger --top")
 
@@ -136,7 +149,7 @@ def test_summary_counts_the_rows_it_leaves_out(steps_run):
         steps = r.summary(3)["Step breakdown (µs)"]
         assert (len(steps), steps.total) == (30, 421)
         ops = r.summary(3)["Top 3 ops by duration"]
-        (n_ops,), = r.sql("SELECT count(*) FROM op_summary").rows()
+        ((n_ops,),) = r.sql("SELECT count(*) FROM op_summary").rows()
         assert (len(ops), ops.total) == (3, n_ops)
 
 
@@ -159,7 +172,7 @@ def test_query_names_the_columns_it_leaves_out(nccl_run):
     hidden = hidden_columns(out.splitlines())
     assert hidden and out.splitlines()[-1].endswith("--wide or --format csv shows all")
     (row,) = body_rows(out.splitlines())
-    assert row == [str(v) for v in [321519, 551, 232] * 6][:18 - len(hidden)]
+    assert row == [str(v) for v in [321519, 551, 232] * 6][: 18 - len(hidden)]
     assert len(body_rows(cli(80, "query", nccl_run, sql, "--wide").splitlines())[0]) == 18
 
 
@@ -177,7 +190,11 @@ def test_compare_at_80_columns_keeps_its_numbers_whole(compare_runs):  # noqa: F
         text = "\n".join(lines)
         for row in t.rows:
             for header, cell in zip(t.headers, row):
-                if header not in hidden and header not in ("Item", "Where", "Detail", "Status") and re.search(r"\d", cell):
+                if (
+                    header not in hidden
+                    and header not in ("Item", "Where", "Detail", "Status")
+                    and re.search(r"\d", cell)
+                ):
                     assert re.search(rf"(?<![\w,.]){re.escape(cell)}(?![\w,.])", text), (t.title, header, cell)
 
 
@@ -189,7 +206,7 @@ def test_check_keeps_the_detail_and_names_what_it_hides(nccl_run):
     hidden = hidden_columns(out.splitlines())
     assert "Meaning" in hidden and not {"Rule", "Count", "Detail"} & set(hidden)
     with prof_engine.open(nccl_run) as r:
-        (count,), = r.sql("SELECT \"Count\" FROM data_quality WHERE \"Rule\" = 'missing_ranks'").rows()
+        ((count,),) = r.sql('SELECT "Count" FROM data_quality WHERE "Rule" = \'missing_ranks\'').rows()
     (row,) = [cells for cells in body_rows(out.splitlines()) if "missing_ranks" in cells]
     assert cell_text(count) in row
 

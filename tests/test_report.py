@@ -18,9 +18,11 @@ from conftest import write_trace, x
 from prof_engine.engine.tables import cell_text
 
 # A C++ kernel name as long as real ones (ncclDevKernel_..., at::native templates), with `<` and `"`
-LONG = ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-        "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int, \"x\")")
-HOSTILE = ['<script>alert("op")</script>', "a & b", "vector<float>", "=HYPERLINK(\"x\")", LONG]
+LONG = (
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+    'at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int, "x")'
+)
+HOSTILE = ['<script>alert("op")</script>', "a & b", "vector<float>", '=HYPERLINK("x")', LONG]
 
 
 def many_steps(tmp, steps: int = 400):
@@ -32,9 +34,11 @@ def many_steps(tmp, steps: int = 400):
         events.append(x(f"ProfilerStep#{step}", t, 2000, cat="user_annotation"))
         for i, name in enumerate(("aten::mm", LONG)):
             c, start, dur = step * 10 + i, t + 40 + 600 * i, round(rnd.lognormvariate(5.5, 0.3), 3)
-            events += [x(name, t + 10 + 600 * i, 100, **{"External id": c}),
-                       x("cudaLaunchKernel", t + 20 + 600 * i, 5, cat="cuda_runtime", correlation=c, **{"External id": c}),
-                       x(f"{name}_kernel", start, dur, cat="kernel", pid=0, tid=7, correlation=c, device=0, stream=7)]
+            events += [
+                x(name, t + 10 + 600 * i, 100, **{"External id": c}),
+                x("cudaLaunchKernel", t + 20 + 600 * i, 5, cat="cuda_runtime", correlation=c, **{"External id": c}),
+                x(f"{name}_kernel", start, dur, cat="kernel", pid=0, tid=7, correlation=c, device=0, stream=7),
+            ]
         spans[step] = start + dur - (t + 40)
     return prof_engine.import_trace([write_trace(tmp / "t.json", events)], tmp / "run"), spans
 
@@ -77,21 +81,45 @@ def run(tmp_path_factory):
         events.append(x(f"ProfilerStep#{step}", base, 900, cat="user_annotation"))
         for i, name in enumerate(HOSTILE):
             events.append(x(name, base + 10 + 100 * i, 50, **{"External id": step * 10 + i}))
-            events.append(x("cudaLaunchKernel", base + 20 + 100 * i, 5, cat="cuda_runtime",
-                            correlation=step * 10 + i, **{"External id": step * 10 + i}))
-            events.append(x(f"{name}_kernel", base + 40 + 100 * i, 30, cat="kernel", pid=0, tid=7,
-                            correlation=step * 10 + i, device=0, stream=7))
+            events.append(
+                x(
+                    "cudaLaunchKernel",
+                    base + 20 + 100 * i,
+                    5,
+                    cat="cuda_runtime",
+                    correlation=step * 10 + i,
+                    **{"External id": step * 10 + i},
+                )
+            )
+            events.append(
+                x(
+                    f"{name}_kernel",
+                    base + 40 + 100 * i,
+                    30,
+                    cat="kernel",
+                    pid=0,
+                    tid=7,
+                    correlation=step * 10 + i,
+                    device=0,
+                    stream=7,
+                )
+            )
     return prof_engine.import_trace([write_trace(tmp / "t.json", events)], tmp / "run")
 
 
 def test_report_is_a_self_contained_page_with_every_name_escaped(run, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "prof_engine", "report", str(run), "-o", str(tmp_path / "r.html")],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "prof_engine", "report", str(run), "-o", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<script" not in page and "&lt;script&gt;" in page  # the op name, as text
     assert "vector&lt;float&gt;" in page and "a &amp; b" in page
-    assert not any(f"{a}=\"http" in page or f"{a}='http" in page for a in ("src", "href"))  # loads nothing
+    assert not any(f'{a}="http' in page or f"{a}='http" in page for a in ("src", "href"))  # loads nothing
     parsed = _Page()
     parsed.feed(page)
     assert parsed.balanced and not parsed.open
@@ -106,7 +134,7 @@ def test_report_is_a_self_contained_page_with_every_name_escaped(run, tmp_path):
 def test_report_into_a_directory_and_from_python(run, tmp_path):
     with prof_engine.open(run) as r:
         written = r.report(tmp_path, top=5)
-        ops = r.sql('SELECT count(*) FROM op_summary').rows()[0][0]
+        ops = r.sql("SELECT count(*) FROM op_summary").rows()[0][0]
     page = written.read_text(encoding="utf-8")
     assert written == tmp_path / "report.html" and "Top 5 ops by duration" in page
     # a table of the first rows says how many it leaves out
@@ -124,7 +152,7 @@ def test_report_adds_communication_and_memory_where_the_run_has_them(run, torch_
         plain = r.report(tmp_path / "plain.html").read_text(encoding="utf-8")
     assert "(communication)" not in plain and "(memory)" not in plain and "(op_memory)" not in plain
     # the streams' idle gaps by cause, where the run has device tasks (both do)
-    assert "idle gaps per stream, by cause (idle_time)" in page and "<td class=\"t\">host wait</td>" in plain
+    assert "idle gaps per stream, by cause (idle_time)" in page and '<td class="t">host wait</td>' in plain
 
 
 def test_a_long_name_is_cut_in_its_cell_with_the_whole_name_on_hover(run, tmp_path):
@@ -157,9 +185,12 @@ def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tm
     assert parsed.balanced and not parsed.open and parsed.tags.count("svg") == 2  # histogram, percentiles
     times = list(spans.values())
     p50, p90, p99 = (cell_text(round(percentile(times, q), 3)) for q in (0.5, 0.9, 0.99))
-    assert re.search(rf'<td class="t">Step Time\(us\)</td><td class="n">400</td><td class="n">{cell_text(round(min(times), 3))}</td>'
-                     rf'<td class="n">{p50}</td><td class="n">{p90}</td><td class="n">{p99}</td>'
-                     rf'<td class="n">{cell_text(round(max(times), 3))}</td>', page)
+    assert re.search(
+        rf'<td class="t">Step Time\(us\)</td><td class="n">400</td><td class="n">{cell_text(round(min(times), 3))}</td>'
+        rf'<td class="n">{p50}</td><td class="n">{p90}</td><td class="n">{p99}</td>'
+        rf'<td class="n">{cell_text(round(max(times), 3))}</td>',
+        page,
+    )
     # the histogram: 40 bins of equal width, every step in one, as binned from the raw spans
     lo, hi = min(times), max(times)
     expected = [0] * 40
@@ -168,6 +199,8 @@ def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tm
     assert [n for *_, n in hist] == expected and page.count("step rows</title></rect>") == 40
     # the 10 slowest, longest first
     slowest = sorted(spans, key=lambda s: -spans[s])[:10]
-    listed = re.findall(r'<tr><td class="n">0</td><td class="t">gpu0</td><td class="n">([0-9]+)</td>',
-                        page.split("The 10 slowest step rows")[1].split("</table>")[0])
+    listed = re.findall(
+        r'<tr><td class="n">0</td><td class="t">gpu0</td><td class="n">([0-9]+)</td>',
+        page.split("The 10 slowest step rows")[1].split("</table>")[0],
+    )
     assert [int(s) for s in listed] == slowest

@@ -24,9 +24,18 @@ from test_report import many_steps
 
 WIDTH = 1400
 # Debian's flags for a headless chromium without a sandbox (as root in CI) that phones nobody.
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=3000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--virtual-time-budget=3000",
+]
 MEASURE = """<script>
 window.addEventListener("load", function () {
   var root = document.documentElement, out = {viewport: root.clientWidth, width: root.scrollWidth,
@@ -54,8 +63,9 @@ window.addEventListener("load", function () {
 
 
 def _chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=90, check=False)
+    return subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=90, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +89,14 @@ def measure(browser: str, report: Path, out: Path) -> dict:
     """Lay out `report` at 1,400 px; return what MEASURE found, and keep a screenshot beside it."""
     page = out / f"{report.stem}.measured.html"
     page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    proc = _chromium(browser, out / f"profile-{report.stem}", f"--window-size={WIDTH},2400",
-                     f"--screenshot={out / (report.stem + '.png')}", "--dump-dom", page.as_uri())
+    proc = _chromium(
+        browser,
+        out / f"profile-{report.stem}",
+        f"--window-size={WIDTH},2400",
+        f"--screenshot={out / (report.stem + '.png')}",
+        "--dump-dom",
+        page.as_uri(),
+    )
     found = re.search(r'<pre id="measured"[^>]*>(.*?)</pre>', proc.stdout, re.DOTALL)
     assert found, f"the page did not finish: {proc.stderr[-2000:]}"
     return json.loads(unescape(found.group(1)))
@@ -98,8 +114,9 @@ def check_layout(m: dict) -> None:
 
 @pytest.fixture(scope="module")
 def nccl_run(tmp_path_factory):
-    return prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")],
-                                    tmp_path_factory.mktemp("nccl") / "run")
+    return prof_engine.import_trace(
+        [fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path_factory.mktemp("nccl") / "run"
+    )
 
 
 def test_nccl_run_reads_at_1400_px_with_kernel_names_whole_on_hover(browser, nccl_run, tmp_path):

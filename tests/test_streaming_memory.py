@@ -82,10 +82,16 @@ def run_capped(code: str, *args: str) -> subprocess.CompletedProcess:
     # OpenBLAS's (numpy's, loaded with pyarrow) alone passed it on 16 cores. The test proves
     # streaming, so it runs its pools as on CI's 2 cores. (DuckDB's asynchronous I/O threads, four
     # per core, are sized with its workers by `duckdb_connect`: 65 threads on 16 cores before.)
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "2"}
-    return subprocess.run([sys.executable, "-c", code, *args], preexec_fn=cap, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+        "MALLOC_ARENA_MAX": "2",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "2",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], preexec_fn=cap, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def counts(path: Path) -> dict[bytes, int]:

@@ -14,16 +14,19 @@ from prof_engine.engine.tables import neutralise, write_csv
 def _batches():
     schema = pa.schema([("name", pa.string()), ("us", pa.float64())])
     names = ["=SUM(A1)", "aten::mm", "-2+3", None, "@x", "ok"]
-    return schema, [pa.record_batch([pa.array(names[i:i + 2]), pa.array([1.5, 0.0][: len(names[i:i + 2])])], schema=schema)
-                    for i in range(0, len(names), 2)]
+    return schema, [
+        pa.record_batch([pa.array(names[i : i + 2]), pa.array([1.5, 0.0][: len(names[i : i + 2])])], schema=schema)
+        for i in range(0, len(names), 2)
+    ]
 
 
 def test_write_csv_neutralises_and_matches_arrow(tmp_path):
     schema, batches = _batches()
     assert write_csv(iter(batches), schema, str(tmp_path / "a.csv")) == 6
     plain = io.BytesIO()
-    pacsv.write_csv(neutralise(pa.Table.from_batches(batches)), plain,
-                    write_options=pacsv.WriteOptions(quoting_style="needed"))
+    pacsv.write_csv(
+        neutralise(pa.Table.from_batches(batches)), plain, write_options=pacsv.WriteOptions(quoting_style="needed")
+    )
     assert (tmp_path / "a.csv").read_bytes() == plain.getvalue()
     assert "'=SUM(A1)" in plain.getvalue().decode() and "'-2+3" in plain.getvalue().decode()
 
@@ -34,7 +37,19 @@ def test_neutralise_prefixes_each_formula_start_and_nothing_else(text_type):
     table = pa.table({"t": pa.chunked_array([cells[:5], cells[5:]], text_type), "n": list(range(len(cells)))})
     got = neutralise(table)
     assert got.schema == table.schema
-    assert got.column("t").to_pylist() == ["'=1+1", "'+cmd", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "a=b", "", None, "ŝ=", "1-2"]
+    assert got.column("t").to_pylist() == [
+        "'=1+1",
+        "'+cmd",
+        "'-2",
+        "'@SUM(A1)",
+        "'\tx",
+        "'\rx",
+        "a=b",
+        "",
+        None,
+        "ŝ=",
+        "1-2",
+    ]
     assert got.column("n").to_pylist() == list(range(len(cells)))
 
 
@@ -60,7 +75,7 @@ def test_result_html_escapes_every_name_and_shows_the_first_rows():
     `vector<float>`, `a & b`) are escaped, in the header and in the cells; long results are cut."""
     from prof_engine.engine.session import Result
 
-    table = pa.table({"<Name>": ["<lambda>", "vector<float> & \"x\"", None] * 10, "n": list(range(30))})
+    table = pa.table({"<Name>": ["<lambda>", 'vector<float> & "x"', None] * 10, "n": list(range(30))})
     html = Result(table)._repr_html_()
     assert "<lambda>" not in html and "&lt;lambda&gt;" in html and "&lt;Name&gt;" in html
     assert "vector&lt;float&gt; &amp; &quot;x&quot;" in html

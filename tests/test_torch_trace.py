@@ -41,8 +41,11 @@ def trace(tmp_path_factory) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
     with profile(
-        activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-        record_shapes=True, profile_memory=True, on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+        record_shapes=True,
+        profile_memory=True,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
     ) as prof:
         for _ in range(6):
             with record_function("my_forward"):
@@ -61,15 +64,26 @@ def trace(tmp_path_factory) -> dict:
             start = base + ns(e["ts"])
             steps[int(e["name"].split("#")[1])] = (start, start + ns(e["dur"]))
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
-    ranges = {e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-              and not e["name"].startswith("ProfilerStep#")}
+    ranges = {
+        e["name"]
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and not e["name"].startswith("ProfilerStep#")
+    }
     # torch's own table over the same (last active) window: name -> (calls, self µs, total µs)
     averages = {a.key: (a.count, a.self_cpu_time_total, a.cpu_time_total) for a in prof.key_averages()}
     self_memory = {a.key: a.self_cpu_memory_usage for a in prof.key_averages() if a.self_cpu_memory_usage}
     prof_engine.import_trace([path], tmp / "run")
     run = prof_engine.open(tmp / "run")
-    yield {"events": events, "base": base, "steps": steps, "ops": ops, "ranges": ranges, "run": run,
-           "averages": averages, "self_memory": self_memory}
+    yield {
+        "events": events,
+        "base": base,
+        "steps": steps,
+        "ops": ops,
+        "ranges": ranges,
+        "run": run,
+        "averages": averages,
+        "self_memory": self_memory,
+    }
     run.close()
 
 
@@ -103,7 +117,9 @@ def test_steps_are_the_profiler_steps(trace):
     """The run's steps (slices and manifest) are exactly the ProfilerStep#N numbers and ranges of the trace."""
     assert sorted(trace["steps"]) == EXPECTED_STEPS
     run = trace["run"]
-    assert sorted(r[0] for r in run.sql("select distinct step from slices where kind = 'step'").rows()) == EXPECTED_STEPS
+    assert (
+        sorted(r[0] for r in run.sql("select distinct step from slices where kind = 'step'").rows()) == EXPECTED_STEPS
+    )
     manifest = {s["step"]: (s["start_ns"], s["end_ns"]) for s in run.manifest["steps"]}
     assert manifest == trace["steps"]
 
@@ -122,10 +138,14 @@ def test_op_statistic_host_counts_and_self_time(trace):
     for name, self_ns in self_times(trace["ops"]):
         counts[name] += 1
         totals[name] += self_ns
-    rows = trace["run"].sql(
-        """select "OP Type", "Count", "Total Time(us)" from op_statistic
+    rows = (
+        trace["run"]
+        .sql(
+            """select "OP Type", "Count", "Total Time(us)" from op_statistic
            where "Device" = 'host' and "Core Type" = 'CPU'"""
-    ).rows()
+        )
+        .rows()
+    )
     assert {r[0]: r[1] for r in rows} == dict(counts)
     for name, _, total_us in rows:
         assert total_us == pytest.approx(totals[name] / 1000, abs=0.002), name
@@ -133,9 +153,9 @@ def test_op_statistic_host_counts_and_self_time(trace):
 
 def test_op_statistic_ratio_sums_to_100(trace):
     """Ratio(%) sums to 100 per (Rank, Device), up to its rounding to 3 decimals per row."""
-    rows = trace["run"].sql(
-        """select "Rank", "Device", sum("Ratio(%)"), count(*) from op_statistic group by all"""
-    ).rows()
+    rows = (
+        trace["run"].sql("""select "Rank", "Device", sum("Ratio(%)"), count(*) from op_statistic group by all""").rows()
+    )
     assert rows and all(device == "host" for _, device, _, _ in rows)  # a CPU-only trace has host rows only
     for _, _, ratio, n in rows:
         assert ratio == pytest.approx(100, abs=max(0.01, 0.0005 * n))
@@ -190,7 +210,8 @@ def test_step_trace_host_lanes(trace):
     for r in df.iter_rows(named=True):
         ops = sorted(
             (trace["base"] + ns(e["ts"]), trace["base"] + ns(e["ts"]) + ns(e["dur"]))
-            for e in trace["ops"] if step_of(trace, trace["base"] + ns(e["ts"])) == r["Step"]
+            for e in trace["ops"]
+            if step_of(trace, trace["base"] + ns(e["ts"])) == r["Step"]
         )
         merged, cur_s, cur_e = 0, *ops[0]
         for s, e in ops[1:]:
@@ -217,7 +238,8 @@ def test_input_shapes_of_linear_ops(trace):
     assert firsts == {f"{BATCH},{IN}": len(EXPECTED_STEPS), f"{BATCH},{HIDDEN}": len(EXPECTED_STEPS)}
     raw = Counter(
         ";".join(",".join(map(str, d)) for d in e["args"]["Input Dims"])
-        for e in trace["ops"] if e["name"] == "aten::linear"
+        for e in trace["ops"]
+        if e["name"] == "aten::linear"
     )
     assert Counter(linear["Input Shapes"]) == raw
     addmm = df.filter(df["Op Name"] == "aten::addmm")["Input Shapes"].to_list()
@@ -230,8 +252,12 @@ def test_key_averages_is_torchs_key_averages(trace):
     them (ProfilerStep#N are steps here, step_trace's rows)."""
     names = {e["name"] for e in trace["ops"]} | trace["ranges"]
     torch_rows = {k: v for k, v in trace["averages"].items() if k in names}
-    ours = {n: (c, s, t) for n, c, s, t in trace["run"].sql(
-        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+    ours = {
+        n: (c, s, t)
+        for n, c, s, t in trace["run"]
+        .sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages')
+        .rows()
+    }
     assert sorted(ours) == sorted(torch_rows) and len(ours) > 10
     assert {"my_forward", "Optimizer.step#SGD.step"} <= set(ours)
     for name, (calls, self_us, total_us) in torch_rows.items():
@@ -245,8 +271,11 @@ def test_op_memory_is_torchs_self_cpu_memory(trace):
     and free counts for the innermost op, record_function range or step running on its thread,
     `[memory]` for those outside every one."""
     ours: dict[str, float] = {}
-    for name, mb in trace["run"].sql(
-            """SELECT "Name", "Self Memory(MB)" FROM op_memory WHERE "Device" = 'host' AND "Self Memory(MB)" <> 0""").rows():
+    for name, mb in (
+        trace["run"]
+        .sql("""SELECT "Name", "Self Memory(MB)" FROM op_memory WHERE "Device" = 'host' AND "Self Memory(MB)" <> 0""")
+        .rows()
+    ):
         key = "ProfilerStep*" if name.startswith("ProfilerStep#") else name  # as key_averages names steps
         ours[key] = ours.get(key, 0) + mb * 1048576
     want = trace["self_memory"]
@@ -290,31 +319,43 @@ def test_a_range_inside_an_op_is_a_node_of_torchs_tree(range_in_op):
     range's time too), the range is a row of key_averages with torch's times, and
     operator_details, a table of ops, does not list it."""
     run, averages = range_in_op["run"], range_in_op["averages"]
-    ours = {n: (c, s, t) for n, c, s, t in run.sql(
-        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+    ours = {
+        n: (c, s, t)
+        for n, c, s, t in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()
+    }
     assert {"Scale", "scale_inner", "outer", "aten::mul", "aten::add"} <= set(ours)
     assert sorted(ours) == sorted(averages)
     for name, (calls, self_us, total_us) in averages.items():
-        assert ours[name] == (calls, pytest.approx(self_us, abs=0.002 * calls), pytest.approx(total_us, abs=0.002 * calls)), name
+        assert ours[name] == (
+            calls,
+            pytest.approx(self_us, abs=0.002 * calls),
+            pytest.approx(total_us, abs=0.002 * calls),
+        ), name
     ((parent_kind, child_kinds),) = run.sql(
         """SELECT any_value(p.kind), list(DISTINCT c.kind) FROM slices r JOIN slices p ON p.id = r.parent_id
-           JOIN slices c ON c.parent_id = r.id WHERE r.name = 'scale_inner'""").rows()
+           JOIN slices c ON c.parent_id = r.id WHERE r.name = 'scale_inner'"""
+    ).rows()
     assert parent_kind == "host_op" and child_kinds == ["host_op"]
     names = {n for (n,) in run.sql('SELECT DISTINCT "Name" FROM operator_details').rows()}
     assert "Scale" in names and not names & {"scale_inner", "outer"}
 
 
 def key_averages_of(run) -> dict[str, tuple]:
-    return {n: (c, s, t) for n, c, s, t in run.sql(
-        'SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()}
+    return {
+        n: (c, s, t)
+        for n, c, s, t in run.sql('SELECT "Name", "Calls", "Self Host(us)", "Host Total(us)" FROM key_averages').rows()
+    }
 
 
 def assert_torchs_rows(ours: dict[str, tuple], averages: dict[str, tuple]) -> None:
     """Every row of torch's key_averages, and no other: calls exact, times to the trace's ns."""
     assert sorted(ours) == sorted(averages)
     for name, (calls, self_us, total_us) in averages.items():
-        assert ours[name] == (calls, pytest.approx(self_us, abs=0.002 * calls),
-                              pytest.approx(total_us, abs=0.002 * calls)), name
+        assert ours[name] == (
+            calls,
+            pytest.approx(self_us, abs=0.002 * calls),
+            pytest.approx(total_us, abs=0.002 * calls),
+        ), name
 
 
 @pytest.fixture(scope="module")
@@ -397,11 +438,23 @@ def _below_zero_us(path, name: str) -> float:
     `path`, summed over them (µs): `EventList._populate_cpu_children` over its host events."""
     from torch.autograd import profiler_util
 
-    events = [e for e in json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
-    evs = profiler_util.EventList([
-        profiler_util.FunctionEvent(id=i, name=e["name"], thread=(e["pid"], e["tid"]), start_us=ns(e["ts"]),
-                                    end_us=ns(e["ts"]) + ns(e["dur"])) for i, e in enumerate(events)])
+    events = [
+        e
+        for e in json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+    ]
+    evs = profiler_util.EventList(
+        [
+            profiler_util.FunctionEvent(
+                id=i,
+                name=e["name"],
+                thread=(e["pid"], e["tid"]),
+                start_us=ns(e["ts"]),
+                end_us=ns(e["ts"]) + ns(e["dur"]),
+            )
+            for i, e in enumerate(events)
+        ]
+    )
     evs._populate_cpu_children()
     return sum(max(-e.self_cpu_time_total / 1000, 0) for e in evs if e.name == name)
 
@@ -413,6 +466,8 @@ def test_records_overlapping_without_nesting_follow_torchs_tree(overlapping_rang
     ours = key_averages_of(run)
     assert averages["A"][1] > 0 and averages["outer"][1] > 0
     assert_torchs_rows(ours, averages)
-    ((parents,),) = run.sql("""SELECT list(DISTINCT p.name ORDER BY p.name) FROM slices r JOIN slices p ON p.id = r.parent_id
+    ((parents,),) = (
+        run.sql("""SELECT list(DISTINCT p.name ORDER BY p.name) FROM slices r JOIN slices p ON p.id = r.parent_id
                                WHERE r.name IN ('A', 'B')""").rows()
+    )
     assert parents == ["outer"]

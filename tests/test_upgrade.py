@@ -23,9 +23,13 @@ def _kernel(name: str, ts: float, dur: float, correlation: int) -> dict:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("upgrade")
-    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 20, **{"External id": 7}),
-              x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 7}),
-              _kernel("gemm", 20, 8, 11), _kernel("gemm", 40, 8, 12)]
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("aten::mm", 10, 20, **{"External id": 7}),
+        x("cudaLaunchKernel", 12, 5, cat="cuda_runtime", correlation=11, **{"External id": 7}),
+        _kernel("gemm", 20, 8, 11),
+        _kernel("gemm", 40, 8, 12),
+    ]
     return prof_engine.import_trace([write_trace(tmp / "t.json", events)], tmp / "run")
 
 
@@ -52,8 +56,19 @@ def test_open_refuses_a_1x_run_in_one_line(fresh, tmp_path):
         prof_engine.upgrade(future)
 
 
-@pytest.mark.parametrize("args", [["show"], ["info"], ["check"], ["query", "SELECT 1"], ["export"],
-                                  ["report", "-o", "r.html"], ["compare", "RUN", "RUN"]], ids=lambda a: a[0])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show"],
+        ["info"],
+        ["check"],
+        ["query", "SELECT 1"],
+        ["export"],
+        ["report", "-o", "r.html"],
+        ["compare", "RUN", "RUN"],
+    ],
+    ids=lambda a: a[0],
+)
 def test_every_command_refuses_a_1x_run_in_one_line(fresh, tmp_path, args):
     old = _with_version(fresh, tmp_path / "old", "1.6")
     command = [args[0], *(["old", *args[1:]] if args[0] != "compare" else ["old", "old"])]
@@ -71,7 +86,8 @@ def test_upgrade_to_another_path_then_in_place(fresh, tmp_path):
     assert proc.stderr.startswith(f"{tmp_path / 'new'}: schema {schema.schema_version()}")
     assert json.loads((old / "manifest.json").read_text())["schema_version"] == "1.6"  # left as it was
     assert cli(tmp_path, "upgrade", "old", "-o", "new").stderr == (
-        f"Error: {tmp_path / 'new'}: already exists (pass --force to replace it)\n")
+        f"Error: {tmp_path / 'new'}: already exists (pass --force to replace it)\n"
+    )
     ok(cli(tmp_path, "upgrade", "old", "-o", "new", "--force"))
     ok(cli(tmp_path, "upgrade", "old"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old"]  # nothing left beside them

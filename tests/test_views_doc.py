@@ -45,7 +45,9 @@ def test_view_builds_from_declared_dependencies_only(name):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("doc")
-    trace = write_trace(d / "t.json", [x("ProfilerStep#1", 1e15, 10, cat="user_annotation"), x("aten::mm", 1e15 + 1, 2)])
+    trace = write_trace(
+        d / "t.json", [x("ProfilerStep#1", 1e15, 10, cat="user_annotation"), x("aten::mm", 1e15 + 1, 2)]
+    )
     with prof_engine.open(prof_engine.import_trace([trace], d / "run")) as r:
         yield r
 
@@ -96,12 +98,15 @@ def test_readme_view_table_is_current():
 def test_defer_binding_marks_each_view_and_nothing_else():
     from prof_engine.engine.views import defer_binding
 
-    sql = ('CREATE OR REPLACE TEMP VIEW "a b" AS SELECT 1;\ncreate view v AS\nSELECT 2;\n'
-           "CREATE MACRO m() AS TABLE SELECT 3;\nCREATE OR REPLACE VIEW s.w AS SELECT 'CREATE VIEW x AS' AS t;")
+    sql = (
+        'CREATE OR REPLACE TEMP VIEW "a b" AS SELECT 1;\ncreate view v AS\nSELECT 2;\n'
+        "CREATE MACRO m() AS TABLE SELECT 3;\nCREATE OR REPLACE VIEW s.w AS SELECT 'CREATE VIEW x AS' AS t;"
+    )
     assert defer_binding(sql) == (
         'CREATE OR REPLACE TEMP VIEW "a b" WITH (DEFER_BINDING) AS SELECT 1;\ncreate view v WITH (DEFER_BINDING) AS\n'
         "SELECT 2;\nCREATE MACRO m() AS TABLE SELECT 3;\n"
-        "CREATE OR REPLACE VIEW s.w WITH (DEFER_BINDING) AS SELECT 'CREATE VIEW x AS' AS t;")
+        "CREATE OR REPLACE VIEW s.w WITH (DEFER_BINDING) AS SELECT 'CREATE VIEW x AS' AS t;"
+    )
 
 
 def test_opening_a_run_binds_no_view_until_a_query_reads_it(tmp_path):

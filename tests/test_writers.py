@@ -19,8 +19,9 @@ from prof_engine.store.files import RunLock, exchange
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def small_trace(path: Path) -> Path:
@@ -106,11 +107,27 @@ def test_workers_die_with_a_killed_import(tmp_path):
     """`import --jobs 2` killed with SIGKILL left its worker converting on its own, forever, holding
     the caller's stdout; the worker now dies with it."""
     for rank in range(3):
-        subprocess.run([sys.executable, str(REPO / "benchmarks" / "gen_kineto.py"), "--mb", "20", "--rank", str(rank),
-                        "-o", str(tmp_path / f"r{rank}.json")], check=True, capture_output=True, timeout=120)
-    proc = subprocess.Popen([sys.executable, "-m", "prof_engine", "import", "r0.json", "r1.json", "r2.json",
-                             "-o", "run", "--jobs", "2"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "benchmarks" / "gen_kineto.py"),
+                "--mb",
+                "20",
+                "--rank",
+                str(rank),
+                "-o",
+                str(tmp_path / f"r{rank}.json"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prof_engine", "import", "r0.json", "r1.json", "r2.json", "-o", "run", "--jobs", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
@@ -134,8 +151,10 @@ def test_an_open_run_replaced_by_force_answers_from_the_new_run(tmp_path):
     """A query on a run opened before `import --force` replaced it failed with an internal IO
     error (its files were gone); it is answered from the run now at the path."""
     small_trace(tmp_path / "a.json")
-    write_trace(tmp_path / "b.json", [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-                                      *(x(f"aten::op{i}", 10 + i, 1) for i in range(5))])
+    write_trace(
+        tmp_path / "b.json",
+        [x("ProfilerStep#1", 0, 100, cat="user_annotation"), *(x(f"aten::op{i}", 10 + i, 1) for i in range(5))],
+    )
     run = prof_engine.import_trace([tmp_path / "a.json"], tmp_path / "run")
     with prof_engine.open(run) as r:
         assert r.sql("select count(*) from slices").rows() == [(2,)]

@@ -25,7 +25,10 @@ def load() -> ModuleType | None:
     try:
         from prof_engine._native import _ext
     except ImportError as e:
-        log.warning("prof-engine's native helpers are not built (%s): trace imports run ~3x slower; install a C "
-                    "compiler (cc, gcc or clang) and reinstall prof-engine", e)
+        log.warning(
+            "prof-engine's native helpers are not built (%s): trace imports run ~3x slower; install a C "
+            "compiler (cc, gcc or clang) and reinstall prof-engine",
+            e,
+        )
         return None
     return _ext

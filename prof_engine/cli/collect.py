@@ -13,17 +13,39 @@ from prof_engine.collect.launch import collect_program, steps_schedule
 
 
 def collect(
-    command: Annotated[list[str], typer.Argument(help="The program, after --: python SCRIPT ARGS... or python -m MODULE ARGS...",
-                                                  show_default=False, metavar="-- PROGRAM...")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Run directory to create (default: prof_run_<time>).")] = None,
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            help="The program, after --: python SCRIPT ARGS... or python -m MODULE ARGS...",
+            show_default=False,
+            metavar="-- PROGRAM...",
+        ),
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Run directory to create (default: prof_run_<time>).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
     steps: Annotated[str | None, typer.Option(help="Steps to record: N, or A-B (default: every step).")] = None,
     level: Annotated[str | None, typer.Option(help="Level_none, Level0, Level1 (default) or Level2.")] = None,
-    activity: Annotated[list[str] | None, typer.Option("--activity", help="CPU or CUDA (repeatable; default: CPU, and CUDA with a GPU).")] = None,
-    profile_memory: Annotated[bool | None, typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)] = None,
-    with_stack: Annotated[bool | None, typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)] = None,
-    sampling_interval_ms: Annotated[float | None, typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")] = None,
-    config: Annotated[Path | None, typer.Option(help="JSON config file (keys as PROF_ENGINE_CONFIG's; default: the file it names); options given here win.")] = None,
+    activity: Annotated[
+        list[str] | None,
+        typer.Option("--activity", help="CPU or CUDA (repeatable; default: CPU, and CUDA with a GPU)."),
+    ] = None,
+    profile_memory: Annotated[
+        bool | None, typer.Option("--profile-memory/--no-profile-memory", help="Allocator events.", show_default=False)
+    ] = None,
+    with_stack: Annotated[
+        bool | None, typer.Option("--with-stack/--no-with-stack", help="Python stacks.", show_default=False)
+    ] = None,
+    sampling_interval_ms: Annotated[
+        float | None, typer.Option("--sampling-interval-ms", min=1, help="System sampling period.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSON config file (keys as PROF_ENGINE_CONFIG's; default: the file it names); options given here win."
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per summary table.")] = 10,
 ) -> None:
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
@@ -38,7 +60,9 @@ def collect(
         level=level_of(level, "--level") if level else None,
         activities=activities_of(activity, "--activity") if activity else None,
         schedule=steps_schedule(steps) if steps else None,
-        profile_memory=profile_memory, with_stack=with_stack, sampling_interval_ms=sampling_interval_ms,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+        sampling_interval_ms=sampling_interval_ms,
     )
     # options win over the config file: --config's, else the one PROF_ENGINE_CONFIG names (as the
     # collector reads it in a program run without the CLI)
@@ -53,8 +77,10 @@ def collect(
     if done.writer_done:
         render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
     else:
-        render.err.print(f"stopped waiting: {steps_seen} step(s) in {done.run} so far; the collector "
-                         "may still be writing into it", highlight=False)
+        render.err.print(
+            f"stopped waiting: {steps_seen} step(s) in {done.run} so far; the collector may still be writing into it",
+            highlight=False,
+        )
     if done.describe():
         render.err.print(done.describe(), highlight=False)
     if done.status:

@@ -18,9 +18,17 @@ from prof_engine.engine.compare.thresholds import Threshold, parse_threshold
 from prof_engine.errors import ThresholdError
 
 FORMATS = ("table", "csv", "json", "markdown")
-_STATUS_STYLE = {"slower": "red", "higher": "red", "added": "yellow", "removed": "yellow",
-                 "count changed": "yellow", "shapes changed": "yellow", "faster": "green", "lower": "green",
-                 "inconclusive": "dim"}
+_STATUS_STYLE = {
+    "slower": "red",
+    "higher": "red",
+    "added": "yellow",
+    "removed": "yellow",
+    "count changed": "yellow",
+    "shapes changed": "yellow",
+    "faster": "green",
+    "lower": "green",
+    "inconclusive": "dim",
+}
 
 
 def _runs(runs: list[Path], baseline: Path | None) -> tuple[Path, list[Path]]:
@@ -48,14 +56,31 @@ def _table(cmp: Comparison, top: int, wide: bool = False) -> None:
 
     out.print(f"[bold]Compared with {cmp.baseline}[/bold]: {', '.join(cmp.runs)}", highlight=False)
     # left out first when the console is narrow: what the verdict needs least (calls, interval, where)
-    keep = ["Item", "Status", "Delta %", "Delta", "Run median ± spread", "Base median ± spread", *cmp.runs, "Base",
-            "Detail"]
+    keep = [
+        "Item",
+        "Status",
+        "Delta %",
+        "Delta",
+        "Run median ± spread",
+        "Base median ± spread",
+        *cmp.runs,
+        "Base",
+        "Detail",
+    ]
     for t in level_tables(cmp, top):
-        columns = [Column(h) if h in ("Item", "Where", "Detail", "Status") else Column(h, "number", "right")
-                   for h in t.headers]
+        columns = [
+            Column(h) if h in ("Item", "Where", "Detail", "Status") else Column(h, "number", "right") for h in t.headers
+        ]
         styles = [_STATUS_STYLE.get(row[-1]) for row in t.rows] if len(cmp.runs) == 1 else None
-        grid(columns, t.rows, title=t.title, wide=wide, priority=keep, styles=styles,
-             hint="--wide or --format csv shows all")
+        grid(
+            columns,
+            t.rows,
+            title=t.title,
+            wide=wide,
+            priority=keep,
+            styles=styles,
+            hint="--wide or --format csv shows all",
+        )
         if t.hidden:
             note(f"… {t.hidden} more rows ({t.hidden_changed} changed); --top 0 shows all")
     out.print(verdict(cmp), highlight=False)
@@ -74,19 +99,41 @@ def _write(cmp: Comparison, fmt: str, top: int, wide: bool = False) -> None:
         render.csv(cmp)
         render.err.print(f"{verdict(cmp)}\nMethod: {cmp.method}", highlight=False)
     else:
-        doc = {"baseline": cmp.baseline, "runs": cmp.runs, "method": cmp.method, "verdict": verdict(cmp),
-               "rows": cmp.arrow().to_pylist()}
+        doc = {
+            "baseline": cmp.baseline,
+            "runs": cmp.runs,
+            "method": cmp.method,
+            "verdict": verdict(cmp),
+            "rows": cmp.arrow().to_pylist(),
+        }
         sys.stdout.write(render.json_text(doc) + "\n")
 
 
 def compare(
-    runs: Annotated[list[Path], typer.Argument(help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False)],
-    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")] = None,
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False
+        ),
+    ],
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
-    fail_if: Annotated[list[str] | None, typer.Option("--fail-if", help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.")] = None,
-    level: Annotated[list[str] | None, typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")] = None,
+    fail_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-if",
+            help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.",
+        ),
+    ] = None,
+    level: Annotated[
+        list[str] | None, typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")
+    ] = None,
     top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
-    noise_floor: Annotated[float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")] = 2.0,
+    noise_floor: Annotated[
+        float, typer.Option(min=0, help="Changes within this % of the baseline median are 'no change'.")
+    ] = 2.0,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the intervals.")] = 0.95,
     wide: Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")] = False,
 ) -> None:

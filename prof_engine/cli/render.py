@@ -27,8 +27,9 @@ _ColorSystem = Literal["auto", "standard", "256", "truecolor", "windows"]  # ric
 # Piped output is not cut to 80 columns (tables stay whole for `less -S` and logs), unless the
 # user says a width with COLUMNS, which rich honours when the width is left to it.
 PIPED_WIDTH = 240
-out = Console(soft_wrap=False, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
-              else PIPED_WIDTH)
+out = Console(
+    soft_wrap=False, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else PIPED_WIDTH
+)
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -75,8 +76,9 @@ def _table_width(widths: Sequence[int]) -> int:
     return sum(widths) + 3 * len(widths) + 1
 
 
-def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None,
-           priority: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+def layout(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None, priority: Sequence[str] = ()
+) -> tuple[list[int], list[int]]:
     """(indexes of the columns shown, their widths) for a table that fits `width` (None: every
     column at its natural width). Columns are left out least important first: MINOR ones, then
     the others not in `priority` right to left, then `priority`'s from its end; the first column
@@ -87,8 +89,11 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int 
         return shown, [hi for _, hi in ranges]
     named = [i for h in priority for i, c in enumerate(columns) if c.header == h]
     rest = [i for i in reversed(shown) if i not in named]
-    order = [i for i in rest if columns[i].header in MINOR] + [i for i in rest if columns[i].header not in MINOR] \
+    order = (
+        [i for i in rest if columns[i].header in MINOR]
+        + [i for i in rest if columns[i].header not in MINOR]
         + named[::-1]
+    )
     for i in order:
         if _table_width([ranges[j][0] for j in shown]) <= width or len(shown) == 1:
             break
@@ -106,9 +111,16 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int 
     return shown, widths
 
 
-def grid(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str | None = None,
-         wide: bool = False, priority: Sequence[str] = (), styles: Sequence[str | None] | None = None,
-         hint: str = "--wide shows all") -> None:
+def grid(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    wide: bool = False,
+    priority: Sequence[str] = (),
+    styles: Sequence[str | None] | None = None,
+    hint: str = "--wide shows all",
+) -> None:
     """Print text `rows` under `columns` at the console's width (all columns with `wide`), every
     cell whole; a note names the columns left out, and `hint` says how to see them."""
     shown, widths = layout(columns, rows, None if wide else out.width, priority)
@@ -121,8 +133,14 @@ def grid(columns: Sequence[Column], rows: Sequence[Sequence[str]], *, title: str
         t.add_row(*(Text(row[i]) for i in shown), style=styles[k] if styles else None)
     needed = _table_width(widths)
     if needed > out.width:  # --wide: the table as wide as it is (a terminal wraps the lines)
-        Console(file=out.file, width=needed, soft_wrap=False, force_terminal=out.is_terminal,
-                color_system=cast(_ColorSystem, out.color_system), no_color=out.no_color).print(t)
+        Console(
+            file=out.file,
+            width=needed,
+            soft_wrap=False,
+            force_terminal=out.is_terminal,
+            color_system=cast(_ColorSystem, out.color_system),
+            no_color=out.no_color,
+        ).print(t)
     else:
         out.print(t)
     if hidden := [c.header for i, c in enumerate(columns) if i not in shown]:
@@ -136,29 +154,51 @@ def note(text: str) -> None:
     out.print(Text(text, style="dim"), soft_wrap=True)
 
 
-def table(result: Result, title: str | None = None, limit: int | None = None, *, wide: bool = False,
-          more: str = "", hint: str = "--wide shows all", priority: Sequence[str] | None = None) -> None:
+def table(
+    result: Result,
+    title: str | None = None,
+    limit: int | None = None,
+    *,
+    wide: bool = False,
+    more: str = "",
+    hint: str = "--wide shows all",
+    priority: Sequence[str] | None = None,
+) -> None:
     """Print `result` as a terminal table (its first `limit` rows): numbers whole, names wrapped,
     columns that do not fit named in a note (`priority`: the columns kept longest, most important
     first; by default the main time column and the identity ones); `… N more rows` (then `more`,
     how to see them) where rows were left out, here or by the query (`Result.total`)."""
     arrow = result.arrow()
     head = arrow.slice(0, limit) if limit else arrow
-    columns = [Column(name, "number", "right") if is_number(typ) else Column(name, "prose" if name in PROSE else "text")
-               for name, typ in zip(arrow.column_names, arrow.schema.types)]
+    columns = [
+        Column(name, "number", "right") if is_number(typ) else Column(name, "prose" if name in PROSE else "text")
+        for name, typ in zip(arrow.column_names, arrow.schema.types)
+    ]
     cols = [[cell_text(v) for v in c.to_pylist()] for c in head.columns]
     rows = list(zip(*cols)) if cols else []
-    grid(columns, rows, title=title, wide=wide, hint=hint,
-         priority=_main_value(columns) + [c.header for c in columns if c.header in IDENTITY]
-         if priority is None else priority)
+    grid(
+        columns,
+        rows,
+        title=title,
+        wide=wide,
+        hint=hint,
+        priority=_main_value(columns) + [c.header for c in columns if c.header in IDENTITY]
+        if priority is None
+        else priority,
+    )
     if (left := result.total - head.num_rows) > 0:
         note(f"… {left:,} more row{'s' if left > 1 else ''}" + (f": {more}" if more else ""))
 
 
 def _main_value(columns: Sequence[Column]) -> list[str]:
     """The first time column (`Step Time(us)`, `Total Time(us)`): what the table is about."""
-    return [c.header for c in columns if c.kind == "number" and c.header not in IDENTITY
-            and any(w in c.header for w in ("Time", "Duration", "(us)", "(ms)"))][:1]
+    return [
+        c.header
+        for c in columns
+        if c.kind == "number"
+        and c.header not in IDENTITY
+        and any(w in c.header for w in ("Time", "Duration", "(us)", "(ms)"))
+    ][:1]
 
 
 def csv(result: Result) -> None:

@@ -17,10 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 # Imported on first use (see prof_engine/__init__.py): `mstx` alone imports nothing heavy.
 _LAZY: dict[str, str] = {
-    "OpRecord": "prof_engine.collect.writer", "Profiler": "prof_engine.collect.profiler",
-    "export_summaries": "prof_engine.collect.profiler", "ProfilerAction": "prof_engine.collect.schedule",
-    "Schedule": "prof_engine.collect.schedule", "schedule": "prof_engine.collect.schedule",
-    "ProfilerActivity": "prof_engine.collect.config", "ProfilerLevel": "prof_engine.collect.config",
+    "OpRecord": "prof_engine.collect.writer",
+    "Profiler": "prof_engine.collect.profiler",
+    "export_summaries": "prof_engine.collect.profiler",
+    "ProfilerAction": "prof_engine.collect.schedule",
+    "Schedule": "prof_engine.collect.schedule",
+    "schedule": "prof_engine.collect.schedule",
+    "ProfilerActivity": "prof_engine.collect.config",
+    "ProfilerLevel": "prof_engine.collect.config",
 }
 
 
@@ -38,5 +42,14 @@ if TYPE_CHECKING:
     from prof_engine.collect.schedule import ProfilerAction, Schedule, schedule
     from prof_engine.collect.writer import OpRecord
 
-__all__ = ["OpRecord", "Profiler", "ProfilerAction", "ProfilerActivity", "ProfilerLevel", "Schedule",
-           "export_summaries", "mstx", "schedule"]
+__all__ = [
+    "OpRecord",
+    "Profiler",
+    "ProfilerAction",
+    "ProfilerActivity",
+    "ProfilerLevel",
+    "Schedule",
+    "export_summaries",
+    "mstx",
+    "schedule",
+]

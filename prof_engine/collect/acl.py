@@ -49,8 +49,17 @@ ACL_PROF_TASK_MEMORY = 0x1000
 ACL_PROF_TASK_TIME_L2 = 0x2000
 
 _ASCEND_ONLY = ACL_PROF_AICORE_METRICS | ACL_PROF_AICPU | ACL_PROF_L2CACHE | ACL_PROF_HCCL_TRACE
-_KNOWN = (ACL_PROF_ACL_API | ACL_PROF_TASK_TIME | _ASCEND_ONLY | ACL_PROF_TRAINING_TRACE | ACL_PROF_MSPROFTX
-          | ACL_PROF_RUNTIME_API | ACL_PROF_TASK_TIME_L0 | ACL_PROF_TASK_MEMORY | ACL_PROF_TASK_TIME_L2)
+_KNOWN = (
+    ACL_PROF_ACL_API
+    | ACL_PROF_TASK_TIME
+    | _ASCEND_ONLY
+    | ACL_PROF_TRAINING_TRACE
+    | ACL_PROF_MSPROFTX
+    | ACL_PROF_RUNTIME_API
+    | ACL_PROF_TASK_TIME_L0
+    | ACL_PROF_TASK_MEMORY
+    | ACL_PROF_TASK_TIME_L2
+)
 
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
@@ -97,17 +106,24 @@ def _level(bits: int) -> ProfilerLevel:
     return ProfilerLevel.Level_none
 
 
-def create_config(device_id_list: list[int], aicore_metrics: int | None = None, aicore_events: object = None,
-                  data_type_config: int = ACL_PROF_ACL_API | ACL_PROF_TASK_TIME) -> AclConfig | None:
+def create_config(
+    device_id_list: list[int],
+    aicore_metrics: int | None = None,
+    aicore_events: object = None,
+    data_type_config: int = ACL_PROF_ACL_API | ACL_PROF_TASK_TIME,
+) -> AclConfig | None:
     """A config for `start`/`stop` from a data-type bitmask (see the module docstring); None if invalid."""
     if not isinstance(data_type_config, int) or data_type_config & ~_KNOWN:
         log.error("prof_engine: acl create_config: unknown data type bits %#x", data_type_config)
         return None
     if data_type_config & _ASCEND_ONLY or aicore_metrics:
-        log.warning("prof_engine: acl create_config: AI Core metrics, AI CPU, L2 cache and HCCL traces need Ascend "
-                    "hardware; recording the rest")
-    return AclConfig(tuple(device_id_list), data_type_config, _level(data_type_config),
-                     bool(data_type_config & ACL_PROF_TASK_MEMORY))
+        log.warning(
+            "prof_engine: acl create_config: AI Core metrics, AI CPU, L2 cache and HCCL traces need Ascend "
+            "hardware; recording the rest"
+        )
+    return AclConfig(
+        tuple(device_id_list), data_type_config, _level(data_type_config), bool(data_type_config & ACL_PROF_TASK_MEMORY)
+    )
 
 
 def _check(config: AclConfig | None, call: str) -> int:
@@ -131,8 +147,9 @@ def start(config: AclConfig) -> int:
     run = _State.path / f"run_{_State.runs:03d}"
     _State.runs += 1
     prof = Profiler(run, profiler_level=config.level, profile_memory=config.profile_memory or None, start_profile=False)
-    prof.add_metadata_json("acl_config", json.dumps({"devices": list(config.device_ids),
-                                                     "data_type_config": config.data_type_config}))
+    prof.add_metadata_json(
+        "acl_config", json.dumps({"devices": list(config.device_ids), "data_type_config": config.data_type_config})
+    )
     prof.start()
     if not prof.recording:
         return ACL_ERROR_PROF_ALREADY_RUN  # another Profiler records, or profiling is switched off (said)

@@ -57,10 +57,34 @@ class ProfilerLevel(enum.Enum):
 
 # What each level turns on, unless a setting says otherwise.
 _LEVEL_DEFAULTS = {
-    ProfilerLevel.Level_none: {"torch": False, "record_shapes": False, "sampling": False, "profile_memory": False, "with_stack": False},
-    ProfilerLevel.Level0: {"torch": True, "record_shapes": False, "sampling": False, "profile_memory": False, "with_stack": False},
-    ProfilerLevel.Level1: {"torch": True, "record_shapes": True, "sampling": True, "profile_memory": False, "with_stack": False},
-    ProfilerLevel.Level2: {"torch": True, "record_shapes": True, "sampling": True, "profile_memory": True, "with_stack": True},
+    ProfilerLevel.Level_none: {
+        "torch": False,
+        "record_shapes": False,
+        "sampling": False,
+        "profile_memory": False,
+        "with_stack": False,
+    },
+    ProfilerLevel.Level0: {
+        "torch": True,
+        "record_shapes": False,
+        "sampling": False,
+        "profile_memory": False,
+        "with_stack": False,
+    },
+    ProfilerLevel.Level1: {
+        "torch": True,
+        "record_shapes": True,
+        "sampling": True,
+        "profile_memory": False,
+        "with_stack": False,
+    },
+    ProfilerLevel.Level2: {
+        "torch": True,
+        "record_shapes": True,
+        "sampling": True,
+        "profile_memory": True,
+        "with_stack": True,
+    },
 }
 
 
@@ -83,8 +107,11 @@ class Settings:
     def merged_over(self, base: Settings) -> Settings:
         """These settings, with the ones left unset taken from `base`."""
         mine = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return dataclasses.replace(base, **{k: v for k, v in mine.items() if v is not None and k != "switch"},
-                                   switch=self.switch and base.switch)
+        return dataclasses.replace(
+            base,
+            **{k: v for k, v in mine.items() if v is not None and k != "switch"},
+            switch=self.switch and base.switch,
+        )
 
     def resolved(self, name: str) -> Any:
         """A level-dependent setting (record_shapes, profile_memory, with_stack, sampling, torch)."""
@@ -108,7 +135,9 @@ class Settings:
                 v = dataclasses.asdict(v)
             elif callable(v):
                 v = getattr(v, "__qualname__", repr(v))  # a user's own schedule function
-            out[f.name] = "on" if v is True and f.name == "switch" else "off" if v is False and f.name == "switch" else v
+            out[f.name] = (
+                "on" if v is True and f.name == "switch" else "off" if v is False and f.name == "switch" else v
+            )
         return out
 
 
@@ -138,7 +167,7 @@ def _switch(value: Any, where: str) -> bool:
         return value
     if str(value).lower() in ("on", "off"):
         return str(value).lower() == "on"
-    raise CollectError(f"{where}: switch must be \"on\" or \"off\", not {value!r}")
+    raise CollectError(f'{where}: switch must be "on" or "off", not {value!r}')
 
 
 def _number(value: Any, where: str, key: str) -> float:
@@ -170,8 +199,20 @@ def _schedule(raw: dict[str, Any], where: str) -> Schedule | None:
         raise CollectError(f"{where}: {e}") from None
 
 
-KEYS = ("switch", "output", "activities", "level", "schedule", "interval", "profile_memory", "with_stack",
-        "record_shapes", "sampling_interval_ms", "flush", "keep_traces")
+KEYS = (
+    "switch",
+    "output",
+    "activities",
+    "level",
+    "schedule",
+    "interval",
+    "profile_memory",
+    "with_stack",
+    "record_shapes",
+    "sampling_interval_ms",
+    "flush",
+    "keep_traces",
+)
 # Keys of acl.json's `profiler` block and TensorFlow's `profiling_options` that have no setting
 # here, and why: a user's existing file is read, and told what does not apply.
 FOREIGN_KEYS = {
@@ -195,12 +236,17 @@ def parse(raw: Any, where: str) -> Settings:
     if unknown:
         raise CollectError(f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(KEYS)})")
     for key in sorted(set(raw) & set(FOREIGN_KEYS)):
-        log.warning("prof_engine: %s: %r (acl.json / profiling_options) has no effect: %s", where, key, FOREIGN_KEYS[key])
+        log.warning(
+            "prof_engine: %s: %r (acl.json / profiling_options) has no effect: %s", where, key, FOREIGN_KEYS[key]
+        )
     flush = raw.get("flush")
     if flush not in (None, "step", "cycle"):
-        raise CollectError(f"{where}: flush must be \"step\" or \"cycle\", not {flush!r}")
-    flags = {k: _flag(raw[k], where, k) for k in ("profile_memory", "with_stack", "record_shapes", "keep_traces")
-             if raw.get(k) is not None}
+        raise CollectError(f'{where}: flush must be "step" or "cycle", not {flush!r}')
+    flags = {
+        k: _flag(raw[k], where, k)
+        for k in ("profile_memory", "with_stack", "record_shapes", "keep_traces")
+        if raw.get(k) is not None
+    }
     return Settings(
         switch=_switch(raw.get("switch", "on"), where),
         output=str(raw["output"]) if raw.get("output") is not None else None,
@@ -208,7 +254,8 @@ def parse(raw: Any, where: str) -> Settings:
         level=level_of(raw["level"], where) if raw.get("level") is not None else None,
         schedule=_schedule(raw, where),
         sampling_interval_ms=_number(raw["sampling_interval_ms"], where, "sampling_interval_ms")
-        if raw.get("sampling_interval_ms") is not None else None,
+        if raw.get("sampling_interval_ms") is not None
+        else None,
         flush=flush,
         **flags,
     )

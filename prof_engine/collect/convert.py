@@ -43,7 +43,9 @@ class Tables:
     """Column buffers for the tables the collector writes itself."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, dict[str, list[Any]]] = {name: {c: [] for c in schema.tables()[name].column_names} for name in ("slices", "marks", "counters")}
+        self.cols: dict[str, dict[str, list[Any]]] = {
+            name: {c: [] for c in schema.tables()[name].column_names} for name in ("slices", "marks", "counters")
+        }
 
     def add(self, table: str, **values: object) -> None:
         for column, buf in self.cols[table].items():
@@ -93,8 +95,16 @@ class Assembler:
         """Convert one step's markers and samples (and its step record when writing our own)."""
         self.windows = [*self.windows[-2:], window]
         if self.own_steps and window.recorded:
-            self._slice(name=f"ProfilerStep#{window.step}", kind="step", category="prof_engine", ts=window.start_ns,
-                        dur=window.end_ns - window.start_ns, tid=None, step=window.step, id=self._next_id())
+            self._slice(
+                name=f"ProfilerStep#{window.step}",
+                kind="step",
+                category="prof_engine",
+                ts=window.start_ns,
+                dur=window.end_ns - window.start_ns,
+                tid=None,
+                step=window.step,
+                id=self._next_id(),
+            )
         for ev in events:
             self._event(ev)
         for t, values in samples:
@@ -102,8 +112,17 @@ class Assembler:
             if self._recorded(step):
                 for key, value in values.items():
                     name, series = key.split("/", 1)
-                    self.tables.add("counters", rank=MARKER_FILE, device="host", step=step, name=name, series=series,
-                                    ts=t, value=value, pid=self.pid)
+                    self.tables.add(
+                        "counters",
+                        rank=MARKER_FILE,
+                        device="host",
+                        step=step,
+                        name=name,
+                        series=series,
+                        ts=t,
+                        value=value,
+                        pid=self.pid,
+                    )
 
     def _event(self, ev: tuple) -> None:
         code, t, tid, message, domain, rid = ev
@@ -114,16 +133,35 @@ class Assembler:
         elif code == MARK:
             step = self._step_of(t)
             if self._recorded(step):
-                self.tables.add("marks", rank=MARKER_FILE, device="host", step=step, name=str(message),
-                                category=domain or "mstx", ts=t, pid=self.pid, tid=str(tid), scope="t")
+                self.tables.add(
+                    "marks",
+                    rank=MARKER_FILE,
+                    device="host",
+                    step=step,
+                    name=str(message),
+                    category=domain or "mstx",
+                    ts=t,
+                    pid=self.pid,
+                    tid=str(tid),
+                    scope="t",
+                )
         elif code == START:
             self.open[rid] = (str(message), domain, t, tid, self._step_of(t))
         elif code == END and rid in self.open:
             message, domain, start, start_tid, step = self.open.pop(rid)
             if self._recorded(step):
                 args = json.dumps({"end_tid": tid}) if tid != start_tid else None
-                self._slice(name=message, kind="user_range", category=domain or "mstx", ts=start, dur=t - start,
-                            tid=str(start_tid), step=step, id=self._next_id(), args=args)
+                self._slice(
+                    name=message,
+                    kind="user_range",
+                    category=domain or "mstx",
+                    ts=start,
+                    dur=t - start,
+                    tid=str(start_tid),
+                    step=step,
+                    id=self._next_id(),
+                    args=args,
+                )
 
     def _push(self, t: int, tid: int, message: str, domain: str | None) -> None:
         stack = self.stacks.setdefault(tid, [])
@@ -139,8 +177,18 @@ class Assembler:
         if rid is None:
             return
         ancestors = [entry[0] for entry in stack if entry[0] is not None]
-        self._slice(name=message, kind="user_range", category=domain or "mstx", ts=start, dur=t - start, tid=str(tid),
-                    step=step, id=rid, depth=len(ancestors), parent_id=ancestors[-1] if ancestors else None)
+        self._slice(
+            name=message,
+            kind="user_range",
+            category=domain or "mstx",
+            ts=start,
+            dur=t - start,
+            tid=str(tid),
+            step=step,
+            id=rid,
+            depth=len(ancestors),
+            parent_id=ancestors[-1] if ancestors else None,
+        )
 
     def _slice(self, **values: object) -> None:
         self.tables.add("slices", rank=MARKER_FILE, device="host", pid=self.pid, **values)

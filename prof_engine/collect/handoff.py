@@ -40,17 +40,33 @@ inherited_fds: tuple[int, ...] = ()
 class Handoff:
     """A running writer process for one run; `put` hand-offs, `close` to finish the run."""
 
-    def __init__(self, live: LiveRun, source: SourceFile, *, own_steps: bool,
-                 subscribers: list[Callable[[list[OpRecord]], Any]], keep_traces: bool = False) -> None:
+    def __init__(
+        self,
+        live: LiveRun,
+        source: SourceFile,
+        *,
+        own_steps: bool,
+        subscribers: list[Callable[[list[OpRecord]], Any]],
+        keep_traces: bool = False,
+    ) -> None:
         self.subscribers = subscribers
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_ITEMS)
         self._warned_full = False
         self._broken = False
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(Path(prof_engine.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(Path(prof_engine.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+        }
         try:
-            self._proc = subprocess.Popen([sys.executable, "-m", "prof_engine.collect.writer_process"], env=env,
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=inherited_fds)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "prof_engine.collect.writer_process"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                pass_fds=inherited_fds,
+            )
         except OSError as e:
             raise CollectError(f"cannot start the collector's writer process ({e.strerror or e})") from None
         self._queue.put(Start(live, source, own_steps, bool(subscribers), keep_traces))
@@ -72,8 +88,9 @@ class Handoff:
         if ready != READY:
             self._queue.put(_STOP)
             self._proc.wait()
-            raise CollectError(f"the collector's writer process failed to start (status {self._proc.returncode}); "
-                               "its error is above")
+            raise CollectError(
+                f"the collector's writer process failed to start (status {self._proc.returncode}); its error is above"
+            )
 
     @property
     def pid(self) -> int:
@@ -86,8 +103,11 @@ class Handoff:
         except queue.Full:
             if not self._warned_full:
                 self._warned_full = True
-                log.warning("prof_engine: the collector's writer is %d hand-offs behind; the program waits for it "
-                            "(record fewer steps, or a lower level, to avoid this)", QUEUE_ITEMS)
+                log.warning(
+                    "prof_engine: the collector's writer is %d hand-offs behind; the program waits for it "
+                    "(record fewer steps, or a lower level, to avoid this)",
+                    QUEUE_ITEMS,
+                )
             self._queue.put(item)
 
     @property

@@ -91,8 +91,9 @@ def child_command(command: Sequence[str]) -> list[str]:
     if argv[0].endswith(".py"):
         argv = [sys.executable, *argv]
     if not _PYTHON.match(Path(argv[0]).name):
-        raise CollectError(f"{argv[0]}: prof-engine collect runs Python programs: "
-                           "prof-engine collect -- python train.py ARGS")
+        raise CollectError(
+            f"{argv[0]}: prof-engine collect runs Python programs: prof-engine collect -- python train.py ARGS"
+        )
     i = 1
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
         if argv[i] == "-c":
@@ -115,8 +116,9 @@ def _claim(run: Path, force: bool) -> None:
     shutil.rmtree(run)
 
 
-def collect_program(command: Sequence[str], output: Path | str, settings: Settings = Settings(), *,
-                    force: bool = False) -> Collected:
+def collect_program(
+    command: Sequence[str], output: Path | str, settings: Settings = Settings(), *, force: bool = False
+) -> Collected:
     """Run `command` (a Python program) under the collector into the run `output`."""
     run = Path(output).absolute()
     child = child_command(command)
@@ -162,8 +164,9 @@ def _supervise(child: list[str], env: dict[str, str], run: Path) -> Collected:
 
     try:
         try:
-            proc = subprocess.Popen(child, env={**env, WRITER_FD_ENV: str(write_end)}, pass_fds=(write_end,),
-                                    preexec_fn=in_child)  # noqa: PLW1509 - only a mask and a prctl run there
+            proc = subprocess.Popen(
+                child, env={**env, WRITER_FD_ENV: str(write_end)}, pass_fds=(write_end,), preexec_fn=in_child
+            )  # noqa: PLW1509 - only a mask and a prctl run there
         finally:
             os.close(write_end)
         first: int | None = None
@@ -189,8 +192,11 @@ def _supervise(child: list[str], env: dict[str, str], run: Path) -> Collected:
                 return Collected(run, code, first)
             elif not told and time.monotonic() - waited > 1:
                 told = True
-                print(f"prof-engine: waiting for the collector to finish writing {run} "
-                      "(Ctrl-C to stop waiting)", file=sys.stderr, flush=True)
+                print(
+                    f"prof-engine: waiting for the collector to finish writing {run} (Ctrl-C to stop waiting)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         os.close(read_end)
         for s, h in old_handlers.items():

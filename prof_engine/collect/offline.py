@@ -28,8 +28,9 @@ def collector_runs(path: Path) -> list[Path]:
     return sorted(p.parent for p in path.rglob("manifest.json") if is_collector_run(p.parent))
 
 
-def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = None, *, jobs: int | None = None,
-                    force: bool = False) -> Path:
+def offline_analyse(
+    path: str | os.PathLike, output: str | os.PathLike | None = None, *, jobs: int | None = None, force: bool = False
+) -> Path:
     """Merge the collector runs under `path` (or import what else it holds) into the run `output`
     (default: `<path>_run`, beside it); return its path."""
     path = Path(path)
@@ -46,8 +47,9 @@ def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = 
         if jobs == 1:
             units = [_merge_unit(*w) for w in work]
         else:
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=start_worker, initargs=(os.getpid(),)) as pool:
+            with ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
+            ) as pool:
                 units = list(pool.map(_merge_unit, *zip(*work)))
         _check_ranks([info for info, _ in units])
         return builder.finalize(units, COLLECTOR_FORMAT, {"merged_from": [str(r) for r in runs]})
@@ -63,6 +65,8 @@ def _check_ranks(infos: list[SourceFile]) -> None:
     seen: dict[int, str] = {}
     for info in infos:
         if info.rank in seen:
-            raise InputError(f"{info.path} and {seen[info.rank]} both hold rank {info.rank}: "
-                             "merge the runs of one job (one run per rank)")
+            raise InputError(
+                f"{info.path} and {seen[info.rank]} both hold rank {info.rank}: "
+                "merge the runs of one job (one run per rank)"
+            )
         seen[info.rank] = info.path

@@ -84,19 +84,36 @@ class Profiler:
     Settings not given here come from the file PROF_ENGINE_CONFIG names, if any (`config`).
     """
 
-    def __init__(self, output_path: str | os.PathLike | None = None, *, activities: Sequence[Any] | None = None,
-                 schedule: StepSchedule | None = None, on_trace_ready: Callable[[Path], Any] | None = None,
-                 start_profile: bool = True, profiler_level: Any = None, profile_memory: bool | None = None,
-                 with_stack: bool | None = None, record_shapes: bool | None = None,
-                 sampling_interval_ms: float | None = None, on_op: Callable[[list[OpRecord]], Any] | None = None,
-                 flush: str | None = None, keep_traces: bool | None = None, force: bool = False,
-                 config: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        output_path: str | os.PathLike | None = None,
+        *,
+        activities: Sequence[Any] | None = None,
+        schedule: StepSchedule | None = None,
+        on_trace_ready: Callable[[Path], Any] | None = None,
+        start_profile: bool = True,
+        profiler_level: Any = None,
+        profile_memory: bool | None = None,
+        with_stack: bool | None = None,
+        record_shapes: bool | None = None,
+        sampling_interval_ms: float | None = None,
+        on_op: Callable[[list[OpRecord]], Any] | None = None,
+        flush: str | None = None,
+        keep_traces: bool | None = None,
+        force: bool = False,
+        config: str | os.PathLike | None = None,
+    ) -> None:
         code = Settings(
             output=os.fspath(output_path) if output_path is not None else None,
             activities=activities_of(activities, "Profiler") if activities is not None else None,
             level=level_of(profiler_level, "Profiler") if profiler_level is not None else None,
-            schedule=schedule, profile_memory=profile_memory, with_stack=with_stack, record_shapes=record_shapes,
-            sampling_interval_ms=sampling_interval_ms, flush=flush, keep_traces=keep_traces,
+            schedule=schedule,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            record_shapes=record_shapes,
+            sampling_interval_ms=sampling_interval_ms,
+            flush=flush,
+            keep_traces=keep_traces,
         )
         self.settings = code.merged_over(load(config) if config is not None else from_env())
         self.on_trace_ready = on_trace_ready
@@ -135,8 +152,11 @@ class Profiler:
             log.error("prof_engine: Profiler.start() called twice; it is already recording into %s", self.run_path)
             return
         if self._state == "stopped":
-            log.error("prof_engine: Profiler.start() after stop(): this Profiler finished its run %s; "
-                      "create a new Profiler to record again", self.run_path)
+            log.error(
+                "prof_engine: Profiler.start() after stop(): this Profiler finished its run %s; "
+                "create a new Profiler to record again",
+                self.run_path,
+            )
             return
         if _running is not None:
             log.error("prof_engine: another Profiler is already recording (into %s); stop it first", _running.run_path)
@@ -160,20 +180,34 @@ class Profiler:
         output = Path(self.settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}")
         output = _next_output(output.absolute(), rank if world > 1 else None)
         self.run_path = output / f"rank{rank}" if world > 1 else output
-        live = LiveRun(self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata)
+        live = LiveRun(
+            self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata
+        )
         traces = live.out / PENDING / "traces"
         make_dirs(traces)
         self._torch, self._sampler, activities, flush = open_sources(self.settings, self._torch_cycle, traces)
         source = SourceFile(
-            path=_program(), format=SOURCE_FORMAT,
-            rank=rank, index=0, host=socket.gethostname(),
-            info={"pid": os.getpid(), "argv": list(sys.argv), "world_size": world,
-                  "settings": {**self.settings.as_json(), "activities": [a.value for a in activities], "flush": flush}},
+            path=_program(),
+            format=SOURCE_FORMAT,
+            rank=rank,
+            index=0,
+            host=socket.gethostname(),
+            info={
+                "pid": os.getpid(),
+                "argv": list(sys.argv),
+                "world_size": world,
+                "settings": {**self.settings.as_json(), "activities": [a.value for a in activities], "flush": flush},
+            },
         )
         live.set_sources([asdict(source)])
         live.flush_manifest()
-        self._writer = Handoff(live, source, own_steps=self._torch is None, subscribers=self._subscribers,
-                               keep_traces=bool(self.settings.keep_traces))
+        self._writer = Handoff(
+            live,
+            source,
+            own_steps=self._torch is None,
+            subscribers=self._subscribers,
+            keep_traces=bool(self.settings.keep_traces),
+        )
 
     def step(self) -> None:
         """End the current step and begin the next (the schedule decides what the next records).
@@ -182,13 +216,18 @@ class Profiler:
         profiler restarts at a step boundary, and a range open across the restart crashes torch."""
         if self._state != "running":
             if self.settings.switch:
-                log.error("prof_engine: Profiler.step() called %s", "before start()" if self._state == "idle" else "after stop()")
+                log.error(
+                    "prof_engine: Profiler.step() called %s",
+                    "before start()" if self._state == "idle" else "after stop()",
+                )
             return
         if self.settings.schedule is None:
             if not self._warned_step:
                 self._warned_step = True
-                log.warning("prof_engine: Profiler.step() has no effect without a schedule "
-                            "(pass schedule=prof_engine.schedule(...) to record step by step)")
+                log.warning(
+                    "prof_engine: Profiler.step() has no effect without a schedule "
+                    "(pass schedule=prof_engine.schedule(...) to record step by step)"
+                )
             return
         self._hand_off()
         if self._torch is not None:
@@ -207,7 +246,8 @@ class Profiler:
         read, so each lies inside the step's window)."""
         events = mstx.take()
         samples: list[tuple[int, dict[str, float]]] = (
-            self._sampler.take(at_least_one=self._action.records) if self._sampler is not None else [])
+            self._sampler.take(at_least_one=self._action.records) if self._sampler is not None else []
+        )
         now = time.time_ns()
         step = self.step_num if self.settings.schedule is not None else None
         if events or self._action.records:  # an idle step without markers has nothing to write
@@ -225,7 +265,9 @@ class Profiler:
         global _running
         if self._state != "running":
             if self.settings.switch:
-                log.error("prof_engine: Profiler.stop() called %s", "before start()" if self._state == "idle" else "twice")
+                log.error(
+                    "prof_engine: Profiler.stop() called %s", "before start()" if self._state == "idle" else "twice"
+                )
             return
         self._state = "stopped"
         try:
@@ -268,7 +310,9 @@ class Profiler:
     def _add_metadata(self, key: str, value: Any) -> None:
         size = sum(len(k) + len(json.dumps(v)) for k, v in {**self._metadata, key: value}.items())
         if size > METADATA_LIMIT:
-            log.error("prof_engine: metadata %r left out: the run's metadata would exceed %d bytes", key, METADATA_LIMIT)
+            log.error(
+                "prof_engine: metadata %r left out: the run's metadata would exceed %d bytes", key, METADATA_LIMIT
+            )
             return
         self._metadata[key] = value
         if self._state == "running":
@@ -282,8 +326,14 @@ class Profiler:
         self._subscribers.append(fn)
 
     # -- analysis -----------------------------------------------------------------------------------
-    def analyse(self, export_dir: str | os.PathLike | None = None, fmt: str = "csv", top: int = 10,
-                mode: str = "sync", show: bool = True) -> dict:
+    def analyse(
+        self,
+        export_dir: str | os.PathLike | None = None,
+        fmt: str = "csv",
+        top: int = 10,
+        mode: str = "sync",
+        show: bool = True,
+    ) -> dict:
         """Stop if still recording; print the summaries `prof-engine show` prints (unless
         `show=False`) and return them (title → Result); export them as msprof-named files into
         `export_dir` when given.
@@ -305,8 +355,10 @@ class Profiler:
             import subprocess
 
             out = Path(export_dir) if export_dir is not None else Path(self.run_path) / "summaries"
-            self.analysis = subprocess.Popen([sys.executable, "-m", "prof_engine", "export", str(self.run_path),
-                                              "-o", str(out), "--format", fmt], stdout=subprocess.DEVNULL)
+            self.analysis = subprocess.Popen(
+                [sys.executable, "-m", "prof_engine", "export", str(self.run_path), "-o", str(out), "--format", fmt],
+                stdout=subprocess.DEVNULL,
+            )
             return {}
         with open_run(self.run_path) as run:
             written = run.export((), export_dir, fmt) if export_dir is not None else []
@@ -322,8 +374,13 @@ class Profiler:
         return tables
 
     @staticmethod
-    def offline_analyse(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
-                        jobs: int | None = None, force: bool = False) -> Path:
+    def offline_analyse(
+        path: str | os.PathLike,
+        output: str | os.PathLike | None = None,
+        *,
+        jobs: int | None = None,
+        force: bool = False,
+    ) -> Path:
         """Make one run of the rank runs (or traces, or profiler directories) under `path`, in
         parallel; see `prof_engine.collect.offline`. Returns the run's path."""
         from prof_engine.collect.offline import offline_analyse
@@ -377,8 +434,11 @@ def _rank_and_world() -> tuple[int, int]:
 @atexit.register
 def _stop_at_exit() -> None:
     if _running is not None:
-        log.warning("prof_engine: a Profiler was still running at exit; stopping it to complete its run %s "
-                    "(call stop() or use `with Profiler(...)` to end recording yourself)", _running.run_path)
+        log.warning(
+            "prof_engine: a Profiler was still running at exit; stopping it to complete its run %s "
+            "(call stop() or use `with Profiler(...)` to end recording yourself)",
+            _running.run_path,
+        )
         _running.stop()
 
 

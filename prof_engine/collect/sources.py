@@ -31,8 +31,10 @@ def _activities(settings: Settings) -> tuple[ProfilerActivity, ...]:
     if settings.activities is None:
         return (ProfilerActivity.CPU, ProfilerActivity.CUDA) if gpu else (ProfilerActivity.CPU,)
     if ProfilerActivity.CUDA in settings.activities and not gpu:
-        log.warning("prof_engine: CUDA activity asked for, but no GPU is available (torch.cuda.is_available() "
-                    "is False): recording the other activities only")
+        log.warning(
+            "prof_engine: CUDA activity asked for, but no GPU is available (torch.cuda.is_available() "
+            "is False): recording the other activities only"
+        )
         return tuple(a for a in settings.activities if a is not ProfilerActivity.CUDA)
     return settings.activities
 
@@ -49,8 +51,9 @@ def _sampler(settings: Settings) -> Any:
         return None
 
 
-def open_sources(settings: Settings, on_cycle: Callable[[Path], None], trace_dir: Path
-                 ) -> tuple[Any, Any, tuple[ProfilerActivity, ...], str]:
+def open_sources(
+    settings: Settings, on_cycle: Callable[[Path], None], trace_dir: Path
+) -> tuple[Any, Any, tuple[ProfilerActivity, ...], str]:
     """(torch source or None, sampler or None, activities recorded, flush mode); torch cycles are
     saved into `trace_dir` and handed to `on_cycle`."""
     activities = _activities(settings)
@@ -58,8 +61,13 @@ def open_sources(settings: Settings, on_cycle: Callable[[Path], None], trace_dir
     torch_source = None
     if activities:
         torch_source = TorchSource(
-            activities, settings.schedule, flush, on_cycle, trace_dir,
-            record_shapes=settings.resolved("record_shapes"), profile_memory=settings.resolved("profile_memory"),
+            activities,
+            settings.schedule,
+            flush,
+            on_cycle,
+            trace_dir,
+            record_shapes=settings.resolved("record_shapes"),
+            profile_memory=settings.resolved("profile_memory"),
             with_stack=settings.resolved("with_stack"),
         )
     return torch_source, _sampler(settings), activities, flush

@@ -44,9 +44,18 @@ def cuda_available() -> bool:
 class TorchSource:
     """One torch.profiler.profile driven step by step; finished cycles go to `on_cycle`."""
 
-    def __init__(self, activities: tuple[ProfilerActivity, ...], schedule: StepSchedule | None, flush: str,
-                 on_cycle: Callable[[Path], None], trace_dir: Path, *, record_shapes: bool, profile_memory: bool,
-                 with_stack: bool) -> None:
+    def __init__(
+        self,
+        activities: tuple[ProfilerActivity, ...],
+        schedule: StepSchedule | None,
+        flush: str,
+        on_cycle: Callable[[Path], None],
+        trace_dir: Path,
+        *,
+        record_shapes: bool,
+        profile_memory: bool,
+        with_stack: bool,
+    ) -> None:
         import torch.profiler as tp
 
         self._trace_dir = trace_dir
@@ -61,9 +70,12 @@ class TorchSource:
         kinds = {ProfilerActivity.CPU: tp.ProfilerActivity.CPU, ProfilerActivity.CUDA: tp.ProfilerActivity.CUDA}
         self._actions = {a: getattr(tp.ProfilerAction, a.name) for a in ProfilerAction}
         self.profile = tp.profile(
-            activities=[kinds[a] for a in activities], on_trace_ready=self._ready,
+            activities=[kinds[a] for a in activities],
+            on_trace_ready=self._ready,
             schedule=self._torch_action if schedule is not None else None,  # None: one cycle, start to stop
-            record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
         )
 
     def _torch_action(self, step: int) -> Any:

@@ -113,8 +113,14 @@ class BatchWriter:
         items, self._held = [*self._held, *items], []
         if not self.assembler.own_steps and not final:
             after = max((i + 1 for i, it in enumerate(items) if isinstance(it, TorchCycle)), default=0)
-            wait = next((i for i in range(after, len(items))
-                         if isinstance(waiting := items[i], StepDone) and waiting.window.recorded), len(items))
+            wait = next(
+                (
+                    i
+                    for i in range(after, len(items))
+                    if isinstance(waiting := items[i], StepDone) and waiting.window.recorded
+                ),
+                len(items),
+            )
             items, self._held = items[:wait], items[wait:]
         if not items:
             return None
@@ -184,8 +190,10 @@ class BatchWriter:
 
     def close(self, metadata: dict[str, Any] | None, interrupted: bool = False) -> None:
         if interrupted and self.held_steps():
-            log.info("prof_engine: the program died before handing over the torch records of %d step(s): "
-                     "they are left out", self.held_steps())
+            log.info(
+                "prof_engine: the program died before handing over the torch records of %d step(s): they are left out",
+                self.held_steps(),
+            )
         left = self.assembler.open_ranges()
         if left and not interrupted:
             log.info("prof_engine: %d marker range(s) still open at stop were left out", left)

@@ -30,7 +30,11 @@ def _quote_ident(name: str) -> str:
 
 
 def export_views(
-    run: Run, out_dir: str | os.PathLike[str], views: Sequence[str] = (), fmt: str = "csv", stamp: str | None = None,
+    run: Run,
+    out_dir: str | os.PathLike[str],
+    views: Sequence[str] = (),
+    fmt: str = "csv",
+    stamp: str | None = None,
 ) -> list[Path]:
     """Write each view to `out_dir/<view>_<YYYYMMDDhhmmss>.<fmt>`; return the files written."""
     if fmt not in FORMATS:

@@ -57,9 +57,12 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
     for title, result in summary.items():  # the step breakdown is drawn too
         parts.append(f"<h2>{escape(title)}</h2>")
         parts.append(_steps(run, result) if title == STEPS_TITLE else _table(result))
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(run.path.name)}: prof-engine report</title><style>{_STYLE}</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(run.path.name)}: prof-engine report</title><style>{_STYLE}</style></head>\n<body>\n"
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
     with atomic_path(target) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return target
@@ -71,32 +74,46 @@ def _table(result: Result) -> str:
     if not len(result):
         return "<p>(none)</p>"
     total = result.total
-    more = (f'<p class="more">… {total - len(result):,} more rows: the first {len(result):,} of {total:,} '
-            "shown (--top sets how many)</p>") if total > len(result) else ""
+    more = (
+        (
+            f'<p class="more">… {total - len(result):,} more rows: the first {len(result):,} of {total:,} '
+            "shown (--top sets how many)</p>"
+        )
+        if total > len(result)
+        else ""
+    )
     return f'<div class="wide">{html_table(result.arrow(), PROSE)}</div>{more}'
 
 
 def _steps(run: Run, steps: Result) -> str:
     """A bar per step row where there are few; else how many, their distribution and the slowest."""
-    (rows, distinct, devices), = run.sql("SELECT * FROM _report_step_count").rows()
+    ((rows, distinct, devices),) = run.sql("SELECT * FROM _report_step_count").rows()
     if rows <= MANY_STEPS:
         return _step_chart(steps) + _table(steps)
     slowest = run.sql("SELECT * FROM _report_slowest_steps LIMIT ?", [SLOWEST])
     where = f"{devices:,} ranks/devices" if devices > 1 else "1 device"
-    note = (f"<p>{rows:,} step rows ({distinct:,} steps on {where}): too many for a bar each, so their "
-            f"distribution, and the {min(SLOWEST, rows)} slowest. Every row: "
-            f"<code>prof-engine export {escape(shlex.quote(str(run.path)))} step_trace</code>.</p>")
+    note = (
+        f"<p>{rows:,} step rows ({distinct:,} steps on {where}): too many for a bar each, so their "
+        f"distribution, and the {min(SLOWEST, rows)} slowest. Every row: "
+        f"<code>prof-engine export {escape(shlex.quote(str(run.path)))} step_trace</code>.</p>"
+    )
     distribution = run.sql("SELECT * FROM _report_step_distribution")
     histogram = _histogram(run.sql("SELECT * FROM _report_step_histogram"))
     slowest_title = f"<h3>The {min(SLOWEST, rows)} slowest step rows</h3>"
-    return (note + f'<div class="charts"><div>{histogram}<br>{_percentile_chart(distribution)}</div>'
-            + f"<div><h3>Percentiles over all step rows (µs)</h3>{_table(distribution)}</div></div>"
-            + slowest_title + _table(slowest))
+    return (
+        note
+        + f'<div class="charts"><div>{histogram}<br>{_percentile_chart(distribution)}</div>'
+        + f"<div><h3>Percentiles over all step rows (µs)</h3>{_table(distribution)}</div></div>"
+        + slowest_title
+        + _table(slowest)
+    )
 
 
 def _svg(width: float, height: float, label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-            f'role="img" aria-label="{escape(label)}">')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'role="img" aria-label="{escape(label)}">'
+    )
 
 
 def _step_chart(steps: Result) -> str:
@@ -115,8 +132,10 @@ def _step_chart(steps: Result) -> str:
             w = (r[part] or 0) / longest * WIDTH
             if w > 0:
                 tip = f"{label}: {part} {cell_text(r[part])} µs"
-                svg.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{BAR}" fill="{colour}">'
-                           f"<title>{escape(tip)}</title></rect>")
+                svg.append(
+                    f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{BAR}" fill="{colour}">'
+                    f"<title>{escape(tip)}</title></rect>"
+                )
                 x += w
     svg.append("</svg>")
     legend = "".join(f'<span style="background:{c}"></span>{escape(p)}' for p, c in PARTS)
@@ -133,14 +152,20 @@ def _histogram(bins: Result) -> str:
     svg = [_svg(HIST_W + 10, HIST_H + 36, "step time histogram")]
     for b, lo, hi, n in rows:
         h = n / most * HIST_H
-        svg.append(f'<rect x="{b * w:.1f}" y="{HIST_H - h:.1f}" width="{max(w - 1, 1):.1f}" height="{h:.1f}" '
-                   f'fill="{PART_COLOURS["Step Time(us)"]}"><title>{escape(f"{cell_text(lo)}–{cell_text(hi)} µs: {n:,} step rows")}'
-                   "</title></rect>")
-    svg.append(f'<line x1="0" y1="{HIST_H + .5}" x2="{HIST_W}" y2="{HIST_H + .5}" stroke="#888"/>')
+        svg.append(
+            f'<rect x="{b * w:.1f}" y="{HIST_H - h:.1f}" width="{max(w - 1, 1):.1f}" height="{h:.1f}" '
+            f'fill="{PART_COLOURS["Step Time(us)"]}"><title>{escape(f"{cell_text(lo)}–{cell_text(hi)} µs: {n:,} step rows")}'
+            "</title></rect>"
+        )
+    svg.append(f'<line x1="0" y1="{HIST_H + 0.5}" x2="{HIST_W}" y2="{HIST_H + 0.5}" stroke="#888"/>')
     svg.append(f'<text x="0" y="{HIST_H + 14}" font-size="11">{escape(cell_text(rows[0][1]))} µs</text>')
-    svg.append(f'<text x="{HIST_W}" y="{HIST_H + 14}" font-size="11" text-anchor="end">{escape(cell_text(rows[-1][2]))} µs</text>')
-    svg.append(f'<text x="{HIST_W / 2:.0f}" y="{HIST_H + 30}" font-size="12" text-anchor="middle">'
-               f"step time: step rows per bin (tallest {most:,})</text></svg>")
+    svg.append(
+        f'<text x="{HIST_W}" y="{HIST_H + 14}" font-size="11" text-anchor="end">{escape(cell_text(rows[-1][2]))} µs</text>'
+    )
+    svg.append(
+        f'<text x="{HIST_W / 2:.0f}" y="{HIST_H + 30}" font-size="12" text-anchor="middle">'
+        f"step time: step rows per bin (tallest {most:,})</text></svg>"
+    )
     return "".join(svg)
 
 
@@ -158,16 +183,26 @@ def _percentile_chart(distribution: Result) -> str:
     svg = [_svg(label + width + 10, (len(rows) + 1) * (BAR + GAP), "step time and its parts: percentiles")]
     for i, r in enumerate(rows):
         y, part, mid = i * (BAR + GAP), r["Part"], i * (BAR + GAP) + BAR / 2
-        tip = f"{part}: " + ", ".join(f"{k.removesuffix('(us)')} {cell_text(r[k])}" for k in
-                                      ("Min(us)", "P50(us)", "P90(us)", "P99(us)", "Max(us)")) + " µs"
+        tip = (
+            f"{part}: "
+            + ", ".join(
+                f"{k.removesuffix('(us)')} {cell_text(r[k])}"
+                for k in ("Min(us)", "P50(us)", "P90(us)", "P99(us)", "Max(us)")
+            )
+            + " µs"
+        )
         box = max(pos(r["P90(us)"]) - pos(r["P50(us)"]), 2)
-        svg.append(f"<g><title>{escape(tip)}</title>"
-                   f'<text x="0" y="{y + BAR - 4}" font-size="12">{escape(part)}</text>'
-                   f'<line x1="{pos(r["Min(us)"]):.1f}" y1="{mid}" x2="{pos(r["Max(us)"]):.1f}" y2="{mid}" stroke="#888"/>'
-                   f'<rect x="{pos(r["P50(us)"]):.1f}" y="{y + 2}" width="{box:.1f}" height="{BAR - 4}" '
-                   f'fill="{PART_COLOURS.get(part, "#888")}"/>'
-                   f'<line x1="{pos(r["P99(us)"]):.1f}" y1="{y}" x2="{pos(r["P99(us)"]):.1f}" y2="{y + BAR}" stroke="#222"/></g>')
+        svg.append(
+            f"<g><title>{escape(tip)}</title>"
+            f'<text x="0" y="{y + BAR - 4}" font-size="12">{escape(part)}</text>'
+            f'<line x1="{pos(r["Min(us)"]):.1f}" y1="{mid}" x2="{pos(r["Max(us)"]):.1f}" y2="{mid}" stroke="#888"/>'
+            f'<rect x="{pos(r["P50(us)"]):.1f}" y="{y + 2}" width="{box:.1f}" height="{BAR - 4}" '
+            f'fill="{PART_COLOURS.get(part, "#888")}"/>'
+            f'<line x1="{pos(r["P99(us)"]):.1f}" y1="{y}" x2="{pos(r["P99(us)"]):.1f}" y2="{y + BAR}" stroke="#222"/></g>'
+        )
     y = len(rows) * (BAR + GAP) + BAR - 4
-    svg.append(f'<text x="0" y="{y}" font-size="11">{escape(cell_text(low))} to {escape(cell_text(high))} µs; line: min to max, '
-               "box: p50 to p90, tick: p99</text></svg>")
+    svg.append(
+        f'<text x="0" y="{y}" font-size="11">{escape(cell_text(low))} to {escape(cell_text(high))} µs; line: min to max, '
+        "box: p50 to p90, tick: p99</text></svg>"
+    )
     return "".join(svg)

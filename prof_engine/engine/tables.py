@@ -44,7 +44,9 @@ def html_table(table: pa.Table, prose: Collection[str] = ()) -> str:
     `prose` columns, sentences to read whole, are of class `p`."""
     from html import escape
 
-    kinds = ["n" if is_number(t) else "p" if c in prose else "t" for c, t in zip(table.column_names, table.schema.types)]
+    kinds = [
+        "n" if is_number(t) else "p" if c in prose else "t" for c, t in zip(table.column_names, table.schema.types)
+    ]
 
     def cell(v: object, kind: str) -> str:
         text = cell_text(v)
@@ -52,8 +54,10 @@ def html_table(table: pa.Table, prose: Collection[str] = ()) -> str:
         return f'<td class="{kind}"{title}>{escape(text)}</td>'
 
     head = "".join(f"<th>{escape(c)}</th>" for c in table.column_names)
-    rows = "".join("<tr>" + "".join(cell(v, k) for v, k in zip(row, kinds)) + "</tr>"
-                   for row in zip(*(c.to_pylist() for c in table.columns)))
+    rows = "".join(
+        "<tr>" + "".join(cell(v, k) for v, k in zip(row, kinds)) + "</tr>"
+        for row in zip(*(c.to_pylist() for c in table.columns))
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 

@@ -68,8 +68,12 @@ def _skipped(rel: Path) -> bool:
 
 def _msprof_dir(path: Path) -> bool:
     """A CANN msprof PROF_* directory, a directory of them, or its mindstudio_profiler_output/."""
-    return (path.name.startswith("PROF_") or any(p.is_dir() for p in path.glob("PROF_*"))
-            or (path / msprof_output.OUTPUT_DIR).is_dir() or path.name == msprof_output.OUTPUT_DIR)
+    return (
+        path.name.startswith("PROF_")
+        or any(p.is_dir() for p in path.glob("PROF_*"))
+        or (path / msprof_output.OUTPUT_DIR).is_dir()
+        or path.name == msprof_output.OUTPUT_DIR
+    )
 
 
 def expand_sources(sources: Sequence[Path]) -> list[Source]:
@@ -80,8 +84,10 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
         if not src.exists():
             raise InputError(f"{src}: no such file or directory")
         if not src.is_file() and not src.is_dir():
-            raise InputError(f"{src}: not a trace file or a directory (a device, a pipe or a socket); "
-                             f"give the trace file or the profiler's output directory")
+            raise InputError(
+                f"{src}: not a trace file or a directory (a device, a pipe or a socket); "
+                f"give the trace file or the profiler's output directory"
+            )
         if src.is_file():
             found.append(Source(src, "mindspore_cpu" if mindspore_cpu.TIMESTAMP.fullmatch(src.name) else detect(src)))
             continue
@@ -100,14 +106,19 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
             continue
         if (reason := unsupported.explain(src)) is not None:
             raise InputError(reason)
-        files = sorted(p for p in src.rglob("*") if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES)
-                       and not _skipped(p.relative_to(src)))
+        files = sorted(
+            p
+            for p in src.rglob("*")
+            if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not _skipped(p.relative_to(src))
+        )
         traces = [Source(f, detect(f)) for f in files]
         # JSON beside the traces that is no trace (a config.json, a metrics file) is not a unit:
         # as one it would fail, be left out, and shift the ranks of the traces after it
         traces = [t for t in traces if not (t.format == "chrome" and _not_a_trace(t.path))]
         if not traces:
-            raise InputError(f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory")
+            raise InputError(
+                f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory"
+            )
         found.extend(traces)
     _refuse_duplicates(found)
     return found
@@ -165,26 +176,40 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
     props = header.get("deviceProperties")
     devices = [
         {k: d.get(k) for k in ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms") if k in d}
-        for d in (props if isinstance(props, list) else []) if isinstance(d, dict)
+        for d in (props if isinstance(props, list) else [])
+        if isinstance(d, dict)
     ]
     info: dict[str, Any] = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
     info["rank_from"] = "file order" if rank is None else "distributedInfo.rank"
     if base:
-        add_finding(info, "clock_anchor", 1, f"{path.name}: baseTimeNanoseconds {int(base)} ns added to every ts",
-                    total=None)
+        add_finding(
+            info, "clock_anchor", 1, f"{path.name}: baseTimeNanoseconds {int(base)} ns added to every ts", total=None
+        )
     return SourceFile(
-        path=str(path), format="kineto" if kineto else "chrome",
-        rank=index if rank is None else rank, index=index, offset_ns=0 if base is None else int(base),
+        path=str(path),
+        format="kineto" if kineto else "chrome",
+        rank=index if rank is None else rank,
+        index=index,
+        offset_ns=0 if base is None else int(base),
         version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
-        bytes=nbytes, events=sum(conv.counts.values()),
+        bytes=nbytes,
+        events=sum(conv.counts.values()),
         host=host if isinstance(host := header.get("host_name"), str) else None,
-        devices=devices, lanes=list(conv.lanes.values()), info={**info, **anomalies(conv)},
+        devices=devices,
+        lanes=list(conv.lanes.values()),
+        info={**info, **anomalies(conv)},
     )
 
 
 def import_sources(
-    sources: Sequence[Path | str], out: Path | str, *, force: bool = False, jobs: int | None = None,
-    progress: Progress | None = None, metadata: dict[str, Any] | None = None, memory_limit: str | None = None,
+    sources: Sequence[Path | str],
+    out: Path | str,
+    *,
+    force: bool = False,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    metadata: dict[str, Any] | None = None,
+    memory_limit: str | None = None,
 ) -> Path:
     """Import trace files or directories into the run at `out`; return its path.
 
@@ -226,12 +251,19 @@ def import_sources(
         _check_ranks([info for info, _ in imported])
         findings = _rank_findings([info for info, _ in imported])
         formats = sorted({info.format for info, _ in imported})
-        return builder.finalize(imported, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed],
-                                findings=findings)
+        return builder.finalize(
+            imported, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed], findings=findings
+        )
 
 
-def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | None, threads: int,
-                 advance: Callable[[int], None] | None = None) -> tuple[SourceFile, Finalized] | ProfEngineError:
+def _import_unit(
+    unit: Source,
+    index: int,
+    unit_dir: Path,
+    memory_limit: str | None,
+    threads: int,
+    advance: Callable[[int], None] | None = None,
+) -> tuple[SourceFile, Finalized] | ProfEngineError:
     """Convert one unit into its staging files, then finalise them into its tables (see
     `store.builder`); on a user-facing error, remove what it wrote and return the error."""
     sink = StagingSink(unit_dir / "staging")
@@ -239,11 +271,17 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
         info = _convert(unit, index, sink, advance or (lambda n: None))
         sink.close()
         if not any(sink.root.glob("*/*.parquet")):
-            raise InputError(f"{unit.path}: no trace events: an empty profile "
-                             f"(did the profiler's schedule reach an active step?)")
+            raise InputError(
+                f"{unit.path}: no trace events: an empty profile (did the profiler's schedule reach an active step?)"
+            )
         drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
-        return info, finalize_unit(unit_dir, [(info.index, info.rank, info.offset_ns)], memory_limit=memory_limit,
-                                   threads=threads, label=str(unit.path))
+        return info, finalize_unit(
+            unit_dir,
+            [(info.index, info.rank, info.offset_ns)],
+            memory_limit=memory_limit,
+            threads=threads,
+            label=str(unit.path),
+        )
     except BaseException as e:
         sink.discard()
         shutil.rmtree(unit_dir, ignore_errors=True)
@@ -256,17 +294,24 @@ def _import_unit(unit: Source, index: int, unit_dir: Path, memory_limit: str | N
         raise
 
 
-def _import_parallel(work: list[tuple], sizes: list[int], jobs: int, advance: Callable[[int], None]
-                     ) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
+def _import_parallel(
+    work: list[tuple], sizes: list[int], jobs: int, advance: Callable[[int], None]
+) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
     """Import units in `jobs` processes: this one and `jobs - 1` spawned workers (no state shared
     with this process but the files). This process converts units on a thread of its own while it
     hands out the others, one unit at a time to whichever of them is free, largest first: one
     process fewer than `jobs` workers, whose libraries alone held ~90 MB only to wait on them."""
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
     order = deque(sorted(range(len(work)), key=lambda i: -sizes[i]))
-    with ProcessPoolExecutor(max_workers=jobs - 1, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=start_worker, initargs=(os.getpid(),)) as pool, \
-         ThreadPoolExecutor(max_workers=1, thread_name_prefix="prof-engine-import") as local:
+    with (
+        ProcessPoolExecutor(
+            max_workers=jobs - 1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=start_worker,
+            initargs=(os.getpid(),),
+        ) as pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="prof-engine-import") as local,
+    ):
         running: dict[Future, tuple[int, bool]] = {}  # unit, and whether this process converts it
         while order or running:
             while order and not any(mine for _, mine in running.values()):
@@ -295,22 +340,30 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
     except msgspec.ValidationError as e:  # JSON no profiler writes (a number no double holds: 1e400)
         raise InputError(f"{unit.path}: {e} (corrupt or not a profiler's output?)") from None
     except UnicodeDecodeError as e:  # JSON is UTF-8; so are the profilers' CSV files
-        raise InputError(f"{unit.path}: text that is not UTF-8 (byte {bytes(e.object[e.start:e.end]).hex(' ')}: "
-                         f"{e.reason})") from None
+        raise InputError(
+            f"{unit.path}: text that is not UTF-8 (byte {bytes(e.object[e.start : e.end]).hex(' ')}: {e.reason})"
+        ) from None
 
 
 def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
     if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy", "mindspore_cpu"):
-        convert = {"msprof": msprof.convert_device_dir, "ascend_trace": msprof.convert_trace,
-                   "msprof_output": msprof_output.convert,
-                   "mindspore_legacy": mindspore_legacy.convert, "mindspore_cpu": mindspore_cpu.convert}[unit.format]
+        convert = {
+            "msprof": msprof.convert_device_dir,
+            "ascend_trace": msprof.convert_trace,
+            "msprof_output": msprof_output.convert,
+            "mindspore_legacy": mindspore_legacy.convert,
+            "mindspore_cpu": mindspore_cpu.convert,
+        }[unit.format]
         return convert(unit.path, index, sink, step)
     if unit.format == "ascend":
         conv, info = ascend.convert_rank_dir(unit.path, index, sink, step)
         rank = ascend.rank_of(unit.path)
         return SourceFile(
-            path=str(unit.path), format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
-            rank=rank if rank is not None else index, index=index, bytes=_size(unit.path),
+            path=str(unit.path),
+            format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
+            rank=rank if rank is not None else index,
+            index=index,
+            bytes=_size(unit.path),
             events=sum(conv.counts.values()),
             lanes=list(conv.lanes.values()),
             info={"rank_from": "file order" if rank is None else "profiler_info", **info, **anomalies(conv)},
@@ -327,15 +380,33 @@ def _rank_findings(infos: list[SourceFile]) -> list[dict[str, Any]]:
     if len(infos) > 1:
         for i in infos:
             if i.info.get("rank_from") == "file order":
-                add_finding(i.info, "invented_rank", 1, f"{Path(i.path).name}: rank {i.rank} is its place among the "
-                            "sources (the trace names no rank)", total=None)
-    sizes = [w for i in infos if isinstance(d := i.info.get("distributedInfo"), dict)
-             and isinstance(w := d.get("world_size"), int) and not isinstance(w, bool) and 0 < w < 2**31]
+                add_finding(
+                    i.info,
+                    "invented_rank",
+                    1,
+                    f"{Path(i.path).name}: rank {i.rank} is its place among the sources (the trace names no rank)",
+                    total=None,
+                )
+    sizes = [
+        w
+        for i in infos
+        if isinstance(d := i.info.get("distributedInfo"), dict)
+        and isinstance(w := d.get("world_size"), int)
+        and not isinstance(w, bool)
+        and 0 < w < 2**31
+    ]
     ranks = sorted({i.rank for i in infos})
     if sizes and (world := max(sizes)) > len(ranks):
         shown = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
-        return [{"rule": "missing_ranks", "count": world - len(ranks), "total": world, "detail":
-                 f"world size {world}, traces of rank(s) {shown}: cluster views cover only these", "rank": None}]
+        return [
+            {
+                "rule": "missing_ranks",
+                "count": world - len(ranks),
+                "total": world,
+                "detail": f"world size {world}, traces of rank(s) {shown}: cluster views cover only these",
+                "rank": None,
+            }
+        ]
     return []
 
 

@@ -106,9 +106,14 @@ def rank_of(rank_dir: Path) -> int | None:
     return None
 
 
-def read_csv(path: Path, columns: Mapping[str, tuple[str, ...]],
-             required: tuple[str, ...] = ("Name", "Start", "Duration"), limit: int | None = None,
-             rest: tuple[str, ...] | None = None, times: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def read_csv(
+    path: Path,
+    columns: Mapping[str, tuple[str, ...]],
+    required: tuple[str, ...] = ("Name", "Start", "Duration"),
+    limit: int | None = None,
+    rest: tuple[str, ...] | None = None,
+    times: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
     """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
     versions), trailing tabs stripped and sentinels mapped to None. With `rest` (headers to leave
     out of it), the other columns that hold a value are kept too, by header, in `row["_rest"]`,
@@ -138,13 +143,16 @@ def read_csv(path: Path, columns: Mapping[str, tuple[str, ...]],
                 continue
             ragged = len(line) != len(header) and last_required >= 0
             if ragged:
-                line = line[:last_required + 1]
+                line = line[: last_required + 1]
             row: dict[str, Any] = {key: _cell(line, i) for key, i in index.items()}
             if ragged:
                 row["_ragged"] = True
             if rest is not None:
-                row["_rest"] = {h: _number(v) for i, h in enumerate(header)
-                                if i not in used and h not in rest and (v := _cell(line, i)) is not None}
+                row["_rest"] = {
+                    h: _number(v)
+                    for i, h in enumerate(header)
+                    if i not in used and h not in rest and (v := _cell(line, i)) is not None
+                }
             for key in times:
                 if key in index:
                     row[f"{key}_ns"] = cell_time(path, header[index[key]], row[key])
@@ -178,8 +186,13 @@ def _number(v: str) -> int | float | str:
         return f if math.isfinite(f) else v
 
 
-L2_COLUMNS = {"Stream": ("Stream Id",), "Task": ("Task Id",), "Hit": ("Hit Rate",), "Victim": ("Victim Rate",),
-              "Name": ("Op Name",)}
+L2_COLUMNS = {
+    "Stream": ("Stream Id",),
+    "Task": ("Task Id",),
+    "Hit": ("Hit Rate",),
+    "Victim": ("Victim Rate",),
+    "Name": ("Op Name",),
+}
 
 
 def with_l2_cache(rows: list[dict[str, Any]], path: Path) -> None:
@@ -195,7 +208,11 @@ def with_l2_cache(rows: list[dict[str, Any]], path: Path) -> None:
         matches = by_key.get((_int(l2.get("Stream")), _int(l2.get("Task")), l2.get("Name")))
         if matches and "Victim" in l2:
             row = matches.pop(0)
-            row["_rest"] = {**(row.get("_rest") or {}), "L2 Hit Rate": _rate(l2.get("Hit")), "L2 Victim Rate": _rate(l2["Victim"])}
+            row["_rest"] = {
+                **(row.get("_rest") or {}),
+                "L2 Hit Rate": _rate(l2.get("Hit")),
+                "L2 Victim Rate": _rate(l2["Victim"]),
+            }
 
 
 def _rate(v: str | None) -> float | None:
@@ -248,8 +265,9 @@ class AscendConverter(ChromeConverter):
 
     cpu_ops: Path | None = None  # MindSpore's cpu_op_execute_timestamp file, read instead of the CPU OP lane
 
-    def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict],
-                 device_index: int = 0) -> None:
+    def __init__(
+        self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict], device_index: int = 0
+    ) -> None:
         super().__init__(file_index, sink)
         self.kernels = kernels
         self.matched: set[int] = set()  # id() of the kernel_details rows a trace record took
@@ -295,10 +313,14 @@ class AscendConverter(ChromeConverter):
         if lane in ("HCCL", "Communication"):
             group_op = self.thread.get((pid, _text(ev.tid) or ""), "").startswith("Group")
             row = self._kernel_row((name,), us_text_to_ns(ev.ts) or 0) if group_op else None
-            return Described("comm" if group_op else "comm_task", device, correlation=_int(a.connection_id),
-                             op_type=row.get("Type") if row else None,
-                             task_type="HCCL" if group_op else a.ascend_task_type,
-                             more_args=row.get("_rest") if row else None)
+            return Described(
+                "comm" if group_op else "comm_task",
+                device,
+                correlation=_int(a.connection_id),
+                op_type=row.get("Type") if row else None,
+                task_type="HCCL" if group_op else a.ascend_task_type,
+                more_args=row.get("_rest") if row else None,
+            )
         if device == "host":
             kind = classify.kind_of(cat, name, False)
             return Described(kind, device, input_shapes=_ascend_shapes(a), input_types=_ascend_types(a))
@@ -311,9 +333,14 @@ class AscendConverter(ChromeConverter):
         row = self._kernel_row((stream, _int(a.task_id)), ts) or self._kernel_row((name,), ts)
         kind = task_kind(task_type, row is not None, bool(self.kernels))
         return Described(
-            kind, device, stream=stream, correlation=_int(a.connection_id),
-            op_type=row.get("Type") if row else None, task_type=(row.get("Core") if row else None) or task_type or None,
-            input_shapes=row.get("Shapes") if row else None, input_types=row.get("Types") if row else None,
+            kind,
+            device,
+            stream=stream,
+            correlation=_int(a.connection_id),
+            op_type=row.get("Type") if row else None,
+            task_type=(row.get("Core") if row else None) or task_type or None,
+            input_shapes=row.get("Shapes") if row else None,
+            input_types=row.get("Types") if row else None,
             more_args=row.get("_rest") if row else None,
         )
 
@@ -329,14 +356,31 @@ class AscendConverter(ChromeConverter):
         elif d.kind == "comm":
             self._comm_row(d.device, d.op_type, _text(a.hccl_data_type), _int(a.count), None, None)
 
-    def _comm_row(self, device: str, collective: str | None, dtype: str | None, count: int | None,
-                  nbytes: int | None, a: Args | None) -> None:
-        self.add_row("comm", {
-            "slice_id": self.seq, "rank": self.file_index, "device": device, "step": None,
-            "collective": collective, "dtype": dtype, "in_nelems": count, "bytes": nbytes,
-            "src_rank": _rank_or_none(a.src_rank) if a else None, "dst_rank": _rank_or_none(a.dst_rank) if a else None,
-            "transport": _text(a.transport) if a else None,
-        })
+    def _comm_row(
+        self,
+        device: str,
+        collective: str | None,
+        dtype: str | None,
+        count: int | None,
+        nbytes: int | None,
+        a: Args | None,
+    ) -> None:
+        self.add_row(
+            "comm",
+            {
+                "slice_id": self.seq,
+                "rank": self.file_index,
+                "device": device,
+                "step": None,
+                "collective": collective,
+                "dtype": dtype,
+                "in_nelems": count,
+                "bytes": nbytes,
+                "src_rank": _rank_or_none(a.src_rank) if a else None,
+                "dst_rank": _rank_or_none(a.dst_rank) if a else None,
+                "transport": _text(a.transport) if a else None,
+            },
+        )
 
 
 def _rank_or_none(v: Any) -> int | None:
@@ -364,8 +408,9 @@ def _metadata(path: Path) -> list[Event]:
     return [ev for chunk in ChromeTraceReader(path).chunks() for ev in chunk if ev.ph == "M"]
 
 
-def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
-                     progress: Callable[[int], None] | None = None) -> tuple[ChromeConverter, dict[str, Any]]:
+def convert_rank_dir(
+    rank_dir: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None
+) -> tuple[ChromeConverter, dict[str, Any]]:
     """Stream one rank directory into `sink`; return the converter and what the manifest keeps."""
     out = rank_dir / OUTPUT_DIR
     trace = out / "trace_view.json"
@@ -377,9 +422,14 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     info = _rank_info(rank_dir)
     ragged = [r for r in rows if r.get("_ragged")]
     if ragged:
-        add_finding(info, "ragged_vendor_rows", len(ragged),
-                    f"{kernel_csv}: {len(ragged)} rows of more or fewer cells than the header: kept up to "
-                    f"Duration (first: {ragged[0].get('Name')})", device=f"npu{device_index(out)}")
+        add_finding(
+            info,
+            "ragged_vendor_rows",
+            len(ragged),
+            f"{kernel_csv}: {len(ragged)} rows of more or fewer cells than the header: kept up to "
+            f"Duration (first: {ragged[0].get('Name')})",
+            device=f"npu{device_index(out)}",
+        )
     cpu_ops = mindspore_cpu.timestamp_file(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
@@ -392,10 +442,14 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
         conv.finish()
         lost = unmatched_rows(rows, conv.matched)
         if lost:
-            add_finding(info, "unmatched_vendor_rows", len(lost),
-                        f"{kernel_csv}: {len(lost)} of {len(rows)} rows match no trace_view.json task by stream, "
-                        f"task id and start, or name and start (first: {lost[0]['Name']})",
-                        device=f"npu{conv.device_index}")
+            add_finding(
+                info,
+                "unmatched_vendor_rows",
+                len(lost),
+                f"{kernel_csv}: {len(lost)} of {len(rows)} rows match no trace_view.json task by stream, "
+                f"task id and start, or name and start (first: {lost[0]['Name']})",
+                device=f"npu{conv.device_index}",
+            )
         return conv, info
     if rows:
         conv = AscendConverter(file_index, sink, [], {}, device_index(out))
@@ -410,8 +464,13 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
     database = ascend_db.find_db(out)
     if database is not None:  # exported with export_type=db
         db_conv = ascend_db.convert_db(database, file_index, sink, progress)
-        add_finding(info, "unmatched_vendor_rows", db_conv.unmatched_compute, f"{database}: {db_conv.unmatched_compute} "
-                    "COMPUTE_TASK_INFO rows describe no TASK row with a start and end", device=f"npu{db_conv.device}")
+        add_finding(
+            info,
+            "unmatched_vendor_rows",
+            db_conv.unmatched_compute,
+            f"{database}: {db_conv.unmatched_compute} COMPUTE_TASK_INFO rows describe no TASK row with a start and end",
+            device=f"npu{db_conv.device}",
+        )
         if cpu_ops is not None:  # the database reader takes no MindSpore CPU ops
             mindspore_cpu.add_ops(db_conv, cpu_ops, info)
             db_conv.finish()
@@ -421,8 +480,10 @@ def convert_rank_dir(rank_dir: Path, file_index: int, sink: Sink,
         mindspore_cpu.add_ops(conv, cpu_ops, info)
         conv.finish()
         return conv, info
-    raise InputError(f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
-                     f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)")
+    raise InputError(
+        f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
+        f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)"
+    )
 
 
 def device_index(output_dir: Path) -> int:
@@ -448,13 +509,26 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
         args = {**(r.get("_rest") or {}), **({"Task Id": task} if (task := _int(r.get("Task"))) is not None else {})}
         conv.seq += 1
-        conv.add_row("slices", {
-            "id": conv.seq, "rank": conv.file_index, "device": f"npu{conv.device_index}", "step": _int(r.get("Step")),
-            "kind": "comm" if comm else "kernel", "name": r["Name"] or "", "category": "kernel_details",
-            "op_type": r.get("Type"), "task_type": r.get("Core"), "ts": start, "dur": max(dur or 0, 0),
-            "stream": _int(r.get("Stream")), "input_shapes": r.get("Shapes"), "input_types": r.get("Types"),
-            "args": json.dumps(args, ensure_ascii=False) if args else None,
-        })
+        conv.add_row(
+            "slices",
+            {
+                "id": conv.seq,
+                "rank": conv.file_index,
+                "device": f"npu{conv.device_index}",
+                "step": _int(r.get("Step")),
+                "kind": "comm" if comm else "kernel",
+                "name": r["Name"] or "",
+                "category": "kernel_details",
+                "op_type": r.get("Type"),
+                "task_type": r.get("Core"),
+                "ts": start,
+                "dur": max(dur or 0, 0),
+                "stream": _int(r.get("Stream")),
+                "input_shapes": r.get("Shapes"),
+                "input_types": r.get("Types"),
+                "args": json.dumps(args, ensure_ascii=False) if args else None,
+            },
+        )
 
 
 def convert_memory(output_dir: Path, conv: ChromeConverter) -> None:
@@ -470,6 +544,11 @@ def _rank_info(rank_dir: Path) -> dict[str, Any]:
         if name.is_file():
             data = read_json(name)
             if isinstance(data, dict):
-                info.update({k: v for k, v in data.items() if k in (
-                    "config", "rank_id", "distributed_args", "parallel_group_info", "end_info")})
+                info.update(
+                    {
+                        k: v
+                        for k, v in data.items()
+                        if k in ("config", "rank_id", "distributed_args", "parallel_group_info", "end_info")
+                    }
+                )
     return info

@@ -52,12 +52,30 @@ DB_NAME = re.compile(r"ascend_(pytorch|mindspore)_profiler(_\d+)?\.db")
 FETCH_ROWS = 20_000
 RECORD_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
 # trace_view.json lane sort indices of this torch_npu generation (pid = os_pid << 10 | index << 5 | device).
-LANE_INDEX = {"CANN": 7, "Ascend Hardware": 13, "AI Core Freq": 14, "HCCL": 15, "HBM": 17, "LLC": 18, "NPU MEM": 19,
-              "Stars Soc Info": 20, "Acc PMU": 21}
+LANE_INDEX = {
+    "CANN": 7,
+    "Ascend Hardware": 13,
+    "AI Core Freq": 14,
+    "HCCL": 15,
+    "HBM": 17,
+    "LLC": 18,
+    "NPU MEM": 19,
+    "Stars Soc Info": 20,
+    "Acc PMU": 21,
+}
 # msprof's CANN lane naming: level → layer prefix (`AscendCL@aclrtMemcpyAsync`), else `Api@`.
 LEVEL_PREFIX = {"acl": "AscendCL", "runtime": "Runtime", "model": "Model", "node": "Node", "hccl": "Hccl"}
-API_TYPES = {5000: "runtime", 5500: "hccl", 10000: "node", 15000: "model", 20000: "acl",
-             50001: "op", 50002: "queue", 50003: "trace", 50004: "mstx"}  # when ENUM_API_TYPE is absent
+API_TYPES = {
+    5000: "runtime",
+    5500: "hccl",
+    10000: "node",
+    15000: "model",
+    20000: "acl",
+    50001: "op",
+    50002: "queue",
+    50003: "trace",
+    50004: "mstx",
+}  # when ENUM_API_TYPE is absent
 PYTORCH_CATEGORY = {"op": "cpu_op", "trace": "python_function"}  # queue → enqueue / dequeue by name
 _JSON = msgspec.json.Encoder()
 
@@ -91,19 +109,26 @@ def _unquoted(v: Any) -> Any:
     return unquoted(v) if isinstance(v, str) else v
 
 
-def _kernel_details(block_dim: Any, mix_block_dim: Any, in_formats: Any, out_shapes: Any, out_types: Any,
-                    out_formats: Any, metrics: Any) -> dict[str, Any]:
+def _kernel_details(
+    block_dim: Any, mix_block_dim: Any, in_formats: Any, out_shapes: Any, out_types: Any, out_formats: Any, metrics: Any
+) -> dict[str, Any]:
     """A compute task's COMPUTE_TASK_INFO and TASK_PMU_INFO values under the names and units of the
     text export's kernel_details.csv (what its importer keeps in a task's args): `Block Dim`, ...,
     PMU times in µs (`aic_mac_time(us)`; the database's are ns), `aicore_time(us)` and
     `aiv_time(us)` for the total times."""
     out: dict[str, Any] = {}
-    for key, v in (("Block Dim", block_dim), ("Mix Block Dim", mix_block_dim), ("Input Formats", in_formats),
-                   ("Output Shapes", out_shapes), ("Output Data Types", out_types), ("Output Formats", out_formats)):
+    for key, v in (
+        ("Block Dim", block_dim),
+        ("Mix Block Dim", mix_block_dim),
+        ("Input Formats", in_formats),
+        ("Output Shapes", out_shapes),
+        ("Output Data Types", out_types),
+        ("Output Formats", out_formats),
+    ):
         v = _unquoted(v)
         if v is not None:
             out[key] = v
-    for name, value in (msgspec.json.decode(metrics).items() if metrics else ()):
+    for name, value in msgspec.json.decode(metrics).items() if metrics else ():
         if name.endswith("_time"):
             name = {"aic_total_time": "aicore_time", "aiv_total_time": "aiv_time"}.get(name, name) + "(us)"
             value = value / 1000 if isinstance(value, (int, float)) else value
@@ -141,8 +166,10 @@ class _Db:
         names = [r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         self.columns = {t: {r[1] for r in self.con.execute(f'PRAGMA table_info("{t}")')} for t in names}
         if "STRING_IDS" not in self.columns or not any(t in self.columns for t in RECORD_TABLES):
-            raise InputError(f"{self.path}: not an Ascend profiler database (needs STRING_IDS and one of "
-                             f"{', '.join(RECORD_TABLES)}; has {', '.join(sorted(names)[:12]) or 'no tables'})")
+            raise InputError(
+                f"{self.path}: not an Ascend profiler database (needs STRING_IDS and one of "
+                f"{', '.join(RECORD_TABLES)}; has {', '.join(sorted(names)[:12]) or 'no tables'})"
+            )
 
     def has(self, table: str, *required: str) -> bool:
         cols = self.columns.get(table)
@@ -231,8 +258,15 @@ class DbConverter(ChromeConverter):
     def _add_slice(self, source: str, kind: str, name: str, ts: int, end: int, **values: Any) -> None:
         self.seq += 1
         self.counts[source] = self.counts.get(source, 0) + 1
-        values.update(id=self.seq, rank=self.file_index, kind=kind, name=name, ts=ts, dur=max(end - ts, 0),
-                      step=classify.step_number(name) if kind == "step" else None)
+        values.update(
+            id=self.seq,
+            rank=self.file_index,
+            kind=kind,
+            name=name,
+            ts=ts,
+            dur=max(end - ts, 0),
+            step=classify.step_number(name) if kind == "step" else None,
+        )
         self.add_row("slices", values)
 
     def _add_comm(self, device: str, **values: Any) -> None:
@@ -257,8 +291,11 @@ class DbConverter(ChromeConverter):
     def _flow_end(self, source: str, row: tuple) -> tuple[str, str | None, str | None]:
         """(device, pid, tid) of a record of `source` from its row's thread or stream columns."""
         ends: dict[str, Callable[..., tuple[str, str | None, str | None]]] = {
-            "PYTORCH_API": self._framework_thread, "CANN_API": self._cann_thread, "TASK": self._task_stream,
-            "COMMUNICATION_OP": self._hccl_group}
+            "PYTORCH_API": self._framework_thread,
+            "CANN_API": self._cann_thread,
+            "TASK": self._task_stream,
+            "COMMUNICATION_OP": self._hccl_group,
+        }
         return ends[source](*row)
 
     def _lane(self, pid: str, tid: str | None, process: str, labels: str, thread: str | None) -> None:
@@ -274,10 +311,12 @@ class DbConverter(ChromeConverter):
             return
         c = lambda *n: db.col("p", "PYTORCH_API", *n)  # noqa: E731
         stacks = self._call_stacks()
-        sql = (f"SELECT CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER), {c('globalTid')}, n.value, {c('type')}, "
-               f"{c('sequenceNumber')}, {c('fwdThreadId')}, d.value, s.value, {c('callchainId')}, {c('connectionId')} "
-               "FROM PYTORCH_API p LEFT JOIN STRING_IDS n ON n.id = p.name "
-               f"LEFT JOIN STRING_IDS d ON d.id = {c('inputDtypes')} LEFT JOIN STRING_IDS s ON s.id = {c('inputShapes')}")
+        sql = (
+            f"SELECT CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER), {c('globalTid')}, n.value, {c('type')}, "
+            f"{c('sequenceNumber')}, {c('fwdThreadId')}, d.value, s.value, {c('callchainId')}, {c('connectionId')} "
+            "FROM PYTORCH_API p LEFT JOIN STRING_IDS n ON n.id = p.name "
+            f"LEFT JOIN STRING_IDS d ON d.id = {c('inputDtypes')} LEFT JOIN STRING_IDS s ON s.id = {c('inputShapes')}"
+        )
         for start, end, gtid, name, typ, seq, fwd, dtypes, shapes, chain, conn in db.rows(sql):
             if start is None or end is None:
                 continue
@@ -287,8 +326,20 @@ class DbConverter(ChromeConverter):
             shapes, dtypes = _dims_and_types(dtypes, shapes)
             _, pid, tid = self._framework_thread(gtid)
             args = self._op_args(level, seq, fwd, shapes, dtypes, stacks.get(chain), conn)
-            self._add_slice("PYTORCH_API", classify.kind_of(category, name, False), name, start, end, device="host",
-                        category=category, pid=pid, tid=tid, input_shapes=shapes, input_types=dtypes, args=args)
+            self._add_slice(
+                "PYTORCH_API",
+                classify.kind_of(category, name, False),
+                name,
+                start,
+                end,
+                device="host",
+                category=category,
+                pid=pid,
+                tid=tid,
+                input_shapes=shapes,
+                input_types=dtypes,
+                args=args,
+            )
             if pid is not None:
                 self._lane(pid, tid, "Python", "CPU", f"Thread {tid}")
 
@@ -298,8 +349,13 @@ class DbConverter(ChromeConverter):
             return _JSON.encode({"correlation_id": conn}).decode() if conn is not None else None
         if level != "op":
             return None
-        args = {"Sequence number": seq, "Fwd thread id": fwd, "Input Dims": shapes, "Input type": dtypes,
-                "Call stack": stack}
+        args = {
+            "Sequence number": seq,
+            "Fwd thread id": fwd,
+            "Input Dims": shapes,
+            "Input type": dtypes,
+            "Call stack": stack,
+        }
         return _JSON.encode({k: v for k, v in args.items() if v is not None}).decode()
 
     def _call_stacks(self) -> dict[int, str]:
@@ -308,8 +364,9 @@ class DbConverter(ChromeConverter):
             return {}
         depth = self.db.col("c", "PYTORCH_CALLCHAINS", "stackDepth")
         stacks: dict[int, list[str]] = {}
-        for chain, frame in self.db.rows("SELECT c.id, s.value FROM PYTORCH_CALLCHAINS c "
-                                         f"JOIN STRING_IDS s ON s.id = c.stack ORDER BY c.id, {depth}"):
+        for chain, frame in self.db.rows(
+            f"SELECT c.id, s.value FROM PYTORCH_CALLCHAINS c JOIN STRING_IDS s ON s.id = c.stack ORDER BY c.id, {depth}"
+        ):
             stacks.setdefault(chain, []).append(frame)
         return {k: ";\r\n".join(v) for k, v in stacks.items()}
 
@@ -318,16 +375,28 @@ class DbConverter(ChromeConverter):
         if not db.has("CANN_API", "startNs", "endNs", "name"):
             return
         c = lambda *n: db.col("a", "CANN_API", *n)  # noqa: E731
-        sql = (f"SELECT a.startNs, a.endNs, {c('type', 'level')}, {c('globalTid')}, {c('connectionId')}, n.value "
-               "FROM CANN_API a LEFT JOIN STRING_IDS n ON n.id = a.name")
+        sql = (
+            f"SELECT a.startNs, a.endNs, {c('type', 'level')}, {c('globalTid')}, {c('connectionId')}, n.value "
+            "FROM CANN_API a LEFT JOIN STRING_IDS n ON n.id = a.name"
+        )
         for start, end, typ, gtid, conn, api in db.rows(sql):
             if start is None or end is None:
                 continue
             level = self.api_types.get(typ, str(typ)) if typ is not None else None
             _, pid, tid = self._cann_thread(gtid)
             args = {"Thread Id": int(tid) if tid else None, "level": level, "id": api, "connection_id": conn}
-            self._add_slice("CANN_API", "api", f"{LEVEL_PREFIX.get(level or '', 'Api')}@{api or ''}", start, end,
-                        device="host", pid=pid, tid=tid, correlation=conn, args=_JSON.encode(args).decode())
+            self._add_slice(
+                "CANN_API",
+                "api",
+                f"{LEVEL_PREFIX.get(level or '', 'Api')}@{api or ''}",
+                start,
+                end,
+                device="host",
+                pid=pid,
+                tid=tid,
+                correlation=conn,
+                args=_JSON.encode(args).decode(),
+            )
             self._lane(pid, tid, "CANN", "CPU", f"Thread {tid}")
 
     # -- device: TASK, COMMUNICATION_OP, COMMUNICATION_TASK_INFO -------------------------------
@@ -339,49 +408,112 @@ class DbConverter(ChromeConverter):
         compute = db.has("COMPUTE_TASK_INFO", "globalTaskId")
         kernels = self._kernel_list()
         k = lambda *n: db.col("k", "COMPUTE_TASK_INFO", *n) if compute else "NULL"  # noqa: E731
-        join = ("LEFT JOIN COMPUTE_TASK_INFO k ON k.globalTaskId = t.globalTaskId " if compute
-                else "LEFT JOIN (SELECT NULL AS globalTaskId) k ON 0 ")
-        strings = "".join(f"LEFT JOIN STRING_IDS {a} ON {a}.id = {e} " for a, e in (
-            ("tt", t("taskType")), ("kn", k("name")), ("kt", k("taskType")), ("ko", k("opType")),
-            ("ks", k("inputShapes")), ("kd", k("inputDataTypes", "inputDtypes")), ("kf", k("inputFormats")),
-            ("kos", k("outputShapes")), ("kod", k("outputDataTypes", "outputDtypes")), ("kof", k("outputFormats"))))
+        join = (
+            "LEFT JOIN COMPUTE_TASK_INFO k ON k.globalTaskId = t.globalTaskId "
+            if compute
+            else "LEFT JOIN (SELECT NULL AS globalTaskId) k ON 0 "
+        )
+        strings = "".join(
+            f"LEFT JOIN STRING_IDS {a} ON {a}.id = {e} "
+            for a, e in (
+                ("tt", t("taskType")),
+                ("kn", k("name")),
+                ("kt", k("taskType")),
+                ("ko", k("opType")),
+                ("ks", k("inputShapes")),
+                ("kd", k("inputDataTypes", "inputDtypes")),
+                ("kf", k("inputFormats")),
+                ("kos", k("outputShapes")),
+                ("kod", k("outputDataTypes", "outputDtypes")),
+                ("kof", k("outputFormats")),
+            )
+        )
         pmu = db.has("TASK_PMU_INFO", "globalTaskId", "name", "value")
-        pmu_join = ("LEFT JOIN (SELECT p.globalTaskId, json_group_object(s.value, p.value) AS metrics FROM TASK_PMU_INFO p "
-                    "JOIN STRING_IDS s ON s.id = p.name GROUP BY p.globalTaskId) pm ON pm.globalTaskId = t.globalTaskId "
-                    if pmu else "")
-        sql = (f"SELECT t.startNs, t.endNs, {t('deviceId')}, {t('connectionId')}, {t('globalPid')}, tt.value, "
-               f"{t('streamId')}, {t('taskId')}, {t('contextId')}, {t('modelId')}, k.globalTaskId IS NOT NULL, "
-               f"{k('blockDim')}, {k('mixBlockDim')}, kf.value, kos.value, kod.value, kof.value, "
-               f"{'pm.metrics' if pmu else 'NULL'}, "
-               f"kn.value, kt.value, ko.value, ks.value, kd.value FROM TASK t {join}{strings}{pmu_join}")
+        pmu_join = (
+            "LEFT JOIN (SELECT p.globalTaskId, json_group_object(s.value, p.value) AS metrics FROM TASK_PMU_INFO p "
+            "JOIN STRING_IDS s ON s.id = p.name GROUP BY p.globalTaskId) pm ON pm.globalTaskId = t.globalTaskId "
+            if pmu
+            else ""
+        )
+        sql = (
+            f"SELECT t.startNs, t.endNs, {t('deviceId')}, {t('connectionId')}, {t('globalPid')}, tt.value, "
+            f"{t('streamId')}, {t('taskId')}, {t('contextId')}, {t('modelId')}, k.globalTaskId IS NOT NULL, "
+            f"{k('blockDim')}, {k('mixBlockDim')}, kf.value, kos.value, kod.value, kof.value, "
+            f"{'pm.metrics' if pmu else 'NULL'}, "
+            f"kn.value, kt.value, ko.value, ks.value, kd.value FROM TASK t {join}{strings}{pmu_join}"
+        )
         listed = 0
         for start, end, dev, conn, gpid, ttype, stream, task, ctx, model, info, *more in db.rows(sql):
             if start is None or end is None:
                 continue
             listed += bool(info)
             details, kernel = _kernel_details(*more[:7]), more[7:]
-            self._task(start, end, self.device if dev is None else int(dev), conn, gpid, ttype or "",
-                       (stream, task, ctx, model), kernel if info else None, kernels, details)
+            self._task(
+                start,
+                end,
+                self.device if dev is None else int(dev),
+                conn,
+                gpid,
+                ttype or "",
+                (stream, task, ctx, model),
+                kernel if info else None,
+                kernels,
+                details,
+            )
         if compute:  # globalTaskId is COMPUTE_TASK_INFO's key: each row describes one task at most
             self.unmatched_compute = (db.scalar("SELECT count(*) FROM COMPUTE_TASK_INFO") or 0) - listed
 
     def _kernel_list(self) -> bool:
         """Whether the database lists compute tasks (COMPUTE_TASK_INFO): then a task it leaves out
         is not a kernel (`task_kind`)."""
-        return self.db.has("COMPUTE_TASK_INFO", "globalTaskId") and \
-            self.db.scalar("SELECT 1 FROM COMPUTE_TASK_INFO LIMIT 1") is not None
+        return (
+            self.db.has("COMPUTE_TASK_INFO", "globalTaskId")
+            and self.db.scalar("SELECT 1 FROM COMPUTE_TASK_INFO LIMIT 1") is not None
+        )
 
-    def _task(self, start: int, end: int, dev: int, conn: Any, gpid: Any, ttype: str, ids: tuple,
-              kernel: list | None, kernels: bool, details: dict[str, Any] | None = None) -> None:
+    def _task(
+        self,
+        start: int,
+        end: int,
+        dev: int,
+        conn: Any,
+        gpid: Any,
+        ttype: str,
+        ids: tuple,
+        kernel: list | None,
+        kernels: bool,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         stream, task, ctx, model = ids
         name, core, op_type, shapes, dtypes = map(_unquoted, kernel) if kernel else (None, None, None, None, None)
         kind = task_kind(ttype, bool(kernel), kernels)
         _, pid, tid = self._task_stream(dev, gpid, stream)
-        args = {"Model Id": model, "Task Type": ttype, "Physic Stream Id": stream, "Task Id": task,
-                "Subtask Id": ctx, "connection_id": conn, **(details or {})}
-        self._add_slice("TASK", kind, name or ttype, start, end, device=f"npu{dev}", pid=pid, tid=tid,
-                    stream=stream, correlation=conn, op_type=op_type, task_type=core or ttype or None,
-                    input_shapes=shapes, input_types=dtypes, args=_JSON.encode(args).decode())
+        args = {
+            "Model Id": model,
+            "Task Type": ttype,
+            "Physic Stream Id": stream,
+            "Task Id": task,
+            "Subtask Id": ctx,
+            "connection_id": conn,
+            **(details or {}),
+        }
+        self._add_slice(
+            "TASK",
+            kind,
+            name or ttype,
+            start,
+            end,
+            device=f"npu{dev}",
+            pid=pid,
+            tid=tid,
+            stream=stream,
+            correlation=conn,
+            op_type=op_type,
+            task_type=core or ttype or None,
+            input_shapes=shapes,
+            input_types=dtypes,
+            args=_JSON.encode(args).decode(),
+        )
         self._lane(pid, tid, "Ascend Hardware", f"NPU {dev}", f"Stream {tid}")
 
     def _comm_ops(self) -> None:
@@ -390,19 +522,40 @@ class DbConverter(ChromeConverter):
             return
         o = lambda *n: db.col("o", "COMMUNICATION_OP", *n)  # noqa: E731
         dtypes = db.enum("ENUM_HCCL_DATA_TYPE")
-        sql = (f"SELECT o.startNs, o.endNs, {o('connectionId')}, n.value, g.value, {o('dataType')}, a.value, "
-               f"CAST({o('count')} AS INTEGER), t.value, {o('relay')}, {o('retry')} FROM COMMUNICATION_OP o "
-               f"LEFT JOIN STRING_IDS n ON n.id = o.opName LEFT JOIN STRING_IDS g ON g.id = {o('groupName')} "
-               f"LEFT JOIN STRING_IDS a ON a.id = {o('algType')} LEFT JOIN STRING_IDS t ON t.id = {o('opType')}")
+        sql = (
+            f"SELECT o.startNs, o.endNs, {o('connectionId')}, n.value, g.value, {o('dataType')}, a.value, "
+            f"CAST({o('count')} AS INTEGER), t.value, {o('relay')}, {o('retry')} FROM COMMUNICATION_OP o "
+            f"LEFT JOIN STRING_IDS n ON n.id = o.opName LEFT JOIN STRING_IDS g ON g.id = {o('groupName')} "
+            f"LEFT JOIN STRING_IDS a ON a.id = {o('algType')} LEFT JOIN STRING_IDS t ON t.id = {o('opType')}"
+        )
         device, pid, _ = self._hccl_group()
         for start, end, conn, name, group, dtype, alg, count, op_type, relay, retry in db.rows(sql):
             if start is None or end is None:
                 continue
             dtype_name = dtypes.get(dtype, None if dtype is None else str(dtype))
-            args = {"connection_id": conn, "data_type": dtype_name, "alg_type": alg, "count": count,
-                    "relay": relay, "retry": retry, "group_name": group}
-            self._add_slice("COMMUNICATION_OP", "comm", name or "", start, end, device=device, pid=pid, tid="0",
-                        correlation=conn, op_type=op_type, task_type="HCCL", args=_JSON.encode(args).decode())
+            args = {
+                "connection_id": conn,
+                "data_type": dtype_name,
+                "alg_type": alg,
+                "count": count,
+                "relay": relay,
+                "retry": retry,
+                "group_name": group,
+            }
+            self._add_slice(
+                "COMMUNICATION_OP",
+                "comm",
+                name or "",
+                start,
+                end,
+                device=device,
+                pid=pid,
+                tid="0",
+                correlation=conn,
+                op_type=op_type,
+                task_type="HCCL",
+                args=_JSON.encode(args).decode(),
+            )
             self._add_comm(device, collective=op_type, group_name=group, dtype=dtype_name, in_nelems=count)
         self._lane(pid, "0", "HCCL", f"NPU {self.device}", "Group 0 Communication")
 
@@ -412,12 +565,14 @@ class DbConverter(ChromeConverter):
             return
         m = lambda *n: db.col("m", "COMMUNICATION_TASK_INFO", *n)  # noqa: E731
         enums = {e: db.enum(f"ENUM_HCCL_{e}_TYPE") for e in ("DATA", "TRANSPORT", "LINK")}
-        sql = (f"SELECT t.startNs, t.endNs, {db.col('t', 'TASK', 'deviceId')}, n.value, tt.value, {m('planeId')}, "
-               f"g.value, {m('notifyId')}, {m('srcRank')}, {m('dstRank')}, {m('transportType')}, {m('size')}, "
-               f"{m('dataType')}, {m('linkType')}, {db.col('t', 'TASK', 'streamId')}, {db.col('t', 'TASK', 'taskId')}, "
-               f"{db.col('t', 'TASK', 'contextId')} FROM COMMUNICATION_TASK_INFO m "
-               "JOIN TASK t ON t.globalTaskId = m.globalTaskId LEFT JOIN STRING_IDS n ON n.id = m.name "
-               f"LEFT JOIN STRING_IDS tt ON tt.id = {m('taskType')} LEFT JOIN STRING_IDS g ON g.id = {m('groupName')}")
+        sql = (
+            f"SELECT t.startNs, t.endNs, {db.col('t', 'TASK', 'deviceId')}, n.value, tt.value, {m('planeId')}, "
+            f"g.value, {m('notifyId')}, {m('srcRank')}, {m('dstRank')}, {m('transportType')}, {m('size')}, "
+            f"{m('dataType')}, {m('linkType')}, {db.col('t', 'TASK', 'streamId')}, {db.col('t', 'TASK', 'taskId')}, "
+            f"{db.col('t', 'TASK', 'contextId')} FROM COMMUNICATION_TASK_INFO m "
+            "JOIN TASK t ON t.globalTaskId = m.globalTaskId LEFT JOIN STRING_IDS n ON n.id = m.name "
+            f"LEFT JOIN STRING_IDS tt ON tt.id = {m('taskType')} LEFT JOIN STRING_IDS g ON g.id = {m('groupName')}"
+        )
         for row in db.rows(sql):
             if row[0] is not None and row[1] is not None:
                 self._comm_task(row, enums)
@@ -429,19 +584,44 @@ class DbConverter(ChromeConverter):
         tid = None if plane is None else str(int(plane) + 1)
         transport_name = enums["TRANSPORT"].get(transport, None if transport is None else str(transport))
         dtype_name = enums["DATA"].get(dtype, None if dtype is None else str(dtype))
-        args = {"op name": name, "notify_id": None if notify is None else str(notify), "stream id": ids[0],
-                "task id": ids[1], "context id": ids[2], "task type": ttype, "src rank": src, "dst rank": dst,
-                "transport type": transport_name, "size(Byte)": size, "data type": dtype_name,
-                "link type": enums["LINK"].get(link, None if link is None else str(link))}
-        self._add_slice("COMMUNICATION_TASK_INFO", "comm_task", ttype or "", start, end, device=device,
-                        pid=pid, tid=tid, args=_JSON.encode(args).decode())
-        self._add_comm(device, group_name=group, dtype=dtype_name, bytes=size, src_rank=_rank_or_none(src),
-                       dst_rank=_rank_or_none(dst), transport=transport_name)
+        args = {
+            "op name": name,
+            "notify_id": None if notify is None else str(notify),
+            "stream id": ids[0],
+            "task id": ids[1],
+            "context id": ids[2],
+            "task type": ttype,
+            "src rank": src,
+            "dst rank": dst,
+            "transport type": transport_name,
+            "size(Byte)": size,
+            "data type": dtype_name,
+            "link type": enums["LINK"].get(link, None if link is None else str(link)),
+        }
+        self._add_slice(
+            "COMMUNICATION_TASK_INFO",
+            "comm_task",
+            ttype or "",
+            start,
+            end,
+            device=device,
+            pid=pid,
+            tid=tid,
+            args=_JSON.encode(args).decode(),
+        )
+        self._add_comm(
+            device,
+            group_name=group,
+            dtype=dtype_name,
+            bytes=size,
+            src_rank=_rank_or_none(src),
+            dst_rank=_rank_or_none(dst),
+            transport=transport_name,
+        )
         self._lane(pid, tid, "HCCL", f"NPU {dev}", f"Plane {plane}")
 
 
-def convert_db(path: Path, file_index: int, sink: Sink,
-               progress: Callable[[int], None] | None = None) -> DbConverter:
+def convert_db(path: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None) -> DbConverter:
     """Stream one profiler database into `sink`; return the converter (tables, counts, lanes)."""
     try:
         db = _Db(path)
@@ -454,8 +634,10 @@ def convert_db(path: Path, file_index: int, sink: Sink,
     except sqlite3.Error as e:
         raise InputError(f"{path}: cannot read as an SQLite profiler database ({e})") from None
     except (TypeError, ValueError, OverflowError) as e:  # SQLite keeps any value in any column: a BLOB time
-        raise InputError(f"{path}: a value of the wrong type in a profiler table ({e}): "
-                         f"a corrupt database, or a schema version prof-engine does not know") from None
+        raise InputError(
+            f"{path}: a value of the wrong type in a profiler table ({e}): "
+            f"a corrupt database, or a schema version prof-engine does not know"
+        ) from None
     finally:
         db.close()
     return conv

@@ -27,8 +27,12 @@ from typing import Any
 from prof_engine.importers.ascend_db_memory import add_counter, device_id, ns_sql
 
 MB = 1 << 20  # the text export's "MB/s" are MiB/s of the db's B/s
-ACC_PMU = (("read_bandwidth", "readBwLevel"), ("write_band_width", "writeBwLevel"),
-           ("read_ost", "readOstLevel"), ("write_ost", "writeOstLevel"))
+ACC_PMU = (
+    ("read_bandwidth", "readBwLevel"),
+    ("write_band_width", "writeBwLevel"),
+    ("read_ost", "readOstLevel"),
+    ("write_ost", "writeOstLevel"),
+)
 
 
 def convert_db_counters(db: Any, conv: Any, lane_pid: Any) -> None:
@@ -66,14 +70,20 @@ def _npu_mem(db: Any, conv: Any, lane_pid: Any) -> None:
     c = partial(db.col, "t", "NPU_MEM")
     if c("type") == "NULL":
         return
-    for ts, dev, kind, ddr, hbm in _rows(db, "NPU_MEM", ["s.value", c("ddr"), c("hbm")],
-                                          "LEFT JOIN STRING_IDS s ON s.id = t.type"):
+    for ts, dev, kind, ddr, hbm in _rows(
+        db, "NPU_MEM", ["s.value", c("ddr"), c("hbm")], "LEFT JOIN STRING_IDS s ON s.id = t.type"
+    ):
         prefix = {"app": "APP", "device": "Device"}.get(str(kind).lower())
         if prefix is None:
             continue
-        for part, value in (("DDR", ddr), ("HBM", hbm),
-                            ("Memory", None if ddr is None and hbm is None else (ddr or 0) + (hbm or 0))):
-            _add(conv, lane_pid, "NPU MEM", dev, f"{prefix}/{part}", ts, {"KB": None if value is None else value / 1024})
+        for part, value in (
+            ("DDR", ddr),
+            ("HBM", hbm),
+            ("Memory", None if ddr is None and hbm is None else (ddr or 0) + (hbm or 0)),
+        ):
+            _add(
+                conv, lane_pid, "NPU MEM", dev, f"{prefix}/{part}", ts, {"KB": None if value is None else value / 1024}
+            )
 
 
 def _direction(value: Any) -> str | None:
@@ -84,8 +94,9 @@ def _hbm(db: Any, conv: Any, lane_pid: Any) -> None:
     c = partial(db.col, "t", "HBM")
     if c("type") == "NULL":
         return
-    for ts, dev, hbm_id, way, bandwidth in _rows(db, "HBM", [c("hbmId"), "s.value", c("bandwidth")],
-                                                 "LEFT JOIN STRING_IDS s ON s.id = t.type"):
+    for ts, dev, hbm_id, way, bandwidth in _rows(
+        db, "HBM", [c("hbmId"), "s.value", c("bandwidth")], "LEFT JOIN STRING_IDS s ON s.id = t.type"
+    ):
         if (way := _direction(way)) is not None and bandwidth is not None:
             _add(conv, lane_pid, "HBM", dev, f"HBM {hbm_id}/{way}", ts, {f"{way}(MB/s)": bandwidth / MB})
 
@@ -95,13 +106,28 @@ def _llc(db: Any, conv: Any, lane_pid: Any) -> None:
     if c("mode") == "NULL":
         return
     for ts, dev, llc_id, way, hit_rate, throughput in _rows(
-            db, "LLC", [c("llcId"), "s.value", c("hitRate"), c("throughput")], "LEFT JOIN STRING_IDS s ON s.id = t.mode"):
+        db, "LLC", [c("llcId"), "s.value", c("hitRate"), c("throughput")], "LEFT JOIN STRING_IDS s ON s.id = t.mode"
+    ):
         if (way := _direction(way)) is None:
             continue
-        _add(conv, lane_pid, "LLC", dev, f"LLC {llc_id} {way}/Hit Rate", ts,
-             {"Hit Rate(%)": None if hit_rate is None else hit_rate / 100})
-        _add(conv, lane_pid, "LLC", dev, f"LLC {llc_id} {way}/Throughput", ts,
-             {"Throughput(MB/s)": None if throughput is None else throughput / MB})
+        _add(
+            conv,
+            lane_pid,
+            "LLC",
+            dev,
+            f"LLC {llc_id} {way}/Hit Rate",
+            ts,
+            {"Hit Rate(%)": None if hit_rate is None else hit_rate / 100},
+        )
+        _add(
+            conv,
+            lane_pid,
+            "LLC",
+            dev,
+            f"LLC {llc_id} {way}/Throughput",
+            ts,
+            {"Throughput(MB/s)": None if throughput is None else throughput / MB},
+        )
 
 
 def _soc_bandwidth(db: Any, conv: Any, lane_pid: Any) -> None:

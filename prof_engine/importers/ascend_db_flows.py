@@ -56,9 +56,12 @@ def convert_db_flows(db: Any, conv: Any, ends: Ends, task_kind: Callable[[str, b
     `ends(source, row)` places a record of `source` (PYTORCH_API, CANN_API, TASK, COMMUNICATION_OP)
     from its `place` columns; `task_kind(task type, in the compute list)` is a TASK's kind."""
     levels = {level: [str(i) for i, name in conv.api_types.items() if name == level] for level in ("op", "queue")}
-    framework = (db.offers("CONNECTION_IDS", "id", "connectionId")
-                 and db.offers("PYTORCH_API", "connectionId", "startNs", "type", "globalTid"))
-    device_work = [f"SELECT connectionId FROM {t}" for t in ("TASK", "COMMUNICATION_OP") if db.offers(t, "connectionId")]
+    framework = db.offers("CONNECTION_IDS", "id", "connectionId") and db.offers(
+        "PYTORCH_API", "connectionId", "startNs", "type", "globalTid"
+    )
+    device_work = [
+        f"SELECT connectionId FROM {t}" for t in ("TASK", "COMMUNICATION_OP") if db.offers(t, "connectionId")
+    ]
     if framework:
         _paired(db, conv, ends, levels, " UNION ".join(device_work) or "SELECT NULL WHERE 0")
     finishes = _finishes(db, task_kind)
@@ -66,12 +69,26 @@ def convert_db_flows(db: Any, conv: Any, ends: Ends, task_kind: Callable[[str, b
         return
     starts = []
     if db.offers("CANN_API", "connectionId", "startNs", "globalTid"):
-        starts.append(("HostToDevice", _Records("CANN_API", "FROM CANN_API a WHERE 1", "a.connectionId", "a.startNs",
-                                                "a.globalTid")))
+        starts.append(
+            (
+                "HostToDevice",
+                _Records("CANN_API", "FROM CANN_API a WHERE 1", "a.connectionId", "a.startNs", "a.globalTid"),
+            )
+        )
     if framework and levels["op"]:
-        starts.append(("async_npu", _Records(
-            "PYTORCH_API", "FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId "
-            f"WHERE p.type IN ({', '.join(levels['op'])})", "ci.connectionId", "CAST(p.startNs AS INTEGER)", "p.globalTid")))
+        starts.append(
+            (
+                "async_npu",
+                _Records(
+                    "PYTORCH_API",
+                    "FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId "
+                    f"WHERE p.type IN ({', '.join(levels['op'])})",
+                    "ci.connectionId",
+                    "CAST(p.startNs AS INTEGER)",
+                    "p.globalTid",
+                ),
+            )
+        )
     finished = " UNION ".join(f.ids() for f in finishes)
     for category, start in starts:  # an arrow is drawn where it has both ends
         for cid, ts, *place in db.rows(start.rows(f"{start.id} IN ({finished})")):
@@ -87,13 +104,25 @@ def _finishes(db: Any, task_kind: Callable[[str, bool], str]) -> list[_Records]:
     finishes = []
     if db.offers("TASK", "connectionId", "startNs", "globalTaskId"):
         t = partial(db.col, "t", "TASK")
-        types = [v for (v,) in db.rows(f"SELECT DISTINCT s.value FROM TASK t JOIN STRING_IDS s ON s.id = {t('taskType')}")]
+        types = [
+            v for (v,) in db.rows(f"SELECT DISTINCT s.value FROM TASK t JOIN STRING_IDS s ON s.id = {t('taskType')}")
+        ]
         kept = ", ".join(literal(v) for v in types if task_kind(str(v), False) in TASK_KINDS)
-        listed = ("EXISTS (SELECT 1 FROM COMPUTE_TASK_INFO k WHERE k.globalTaskId = t.globalTaskId)"
-                  if db.offers("COMPUTE_TASK_INFO", "globalTaskId") else "0")
-        finishes.append(_Records("TASK", f"FROM TASK t LEFT JOIN STRING_IDS s ON s.id = {t('taskType')} "
-                                         f"WHERE ({listed} OR s.value IN ({kept or 'NULL'}))",
-                                 "t.connectionId", "t.startNs", f"{t('deviceId')}, {t('globalPid')}, {t('streamId')}"))
+        listed = (
+            "EXISTS (SELECT 1 FROM COMPUTE_TASK_INFO k WHERE k.globalTaskId = t.globalTaskId)"
+            if db.offers("COMPUTE_TASK_INFO", "globalTaskId")
+            else "0"
+        )
+        finishes.append(
+            _Records(
+                "TASK",
+                f"FROM TASK t LEFT JOIN STRING_IDS s ON s.id = {t('taskType')} "
+                f"WHERE ({listed} OR s.value IN ({kept or 'NULL'}))",
+                "t.connectionId",
+                "t.startNs",
+                f"{t('deviceId')}, {t('globalPid')}, {t('streamId')}",
+            )
+        )
     if db.offers("COMMUNICATION_OP", "connectionId", "startNs"):
         finishes.append(_Records("COMMUNICATION_OP", "FROM COMMUNICATION_OP o WHERE 1", "o.connectionId", "o.startNs"))
     return finishes
@@ -107,9 +136,10 @@ def _paired(db: Any, conv: Any, ends: Ends, levels: dict[str, list[str]], launch
         return
     group: list[tuple] = []
     for row in db.rows(
-            "SELECT ci.connectionId, CAST(p.startNs AS INTEGER) AS start, p.globalTid, p.type FROM PYTORCH_API p "
-            f"JOIN CONNECTION_IDS ci ON ci.id = p.connectionId WHERE p.type IN ({', '.join(category)}) "
-            f"AND ci.connectionId NOT IN ({launched}) ORDER BY ci.connectionId, start"):
+        "SELECT ci.connectionId, CAST(p.startNs AS INTEGER) AS start, p.globalTid, p.type FROM PYTORCH_API p "
+        f"JOIN CONNECTION_IDS ci ON ci.id = p.connectionId WHERE p.type IN ({', '.join(category)}) "
+        f"AND ci.connectionId NOT IN ({launched}) ORDER BY ci.connectionId, start"
+    ):
         if group and row[0] != group[0][0]:
             _pair(conv, ends, group, category)
             group = []
@@ -128,5 +158,17 @@ def _add(conv: Any, cat: str, cid: Any, phase: str, ts: Any, where: tuple[str, s
     if ts is None or cid is None:
         return
     device, pid, tid = where
-    conv.add_row("flows", {"rank": conv.file_index, "device": device, "step": None, "category": cat,
-                           "flow_id": str(cid), "phase": phase, "ts": int(ts), "pid": pid, "tid": tid})
+    conv.add_row(
+        "flows",
+        {
+            "rank": conv.file_index,
+            "device": device,
+            "step": None,
+            "category": cat,
+            "flow_id": str(cid),
+            "phase": phase,
+            "ts": int(ts),
+            "pid": pid,
+            "tid": tid,
+        },
+    )

@@ -50,8 +50,19 @@ def add_counter(conv: Any, device: str, name: str, ts: int, values: dict[str, An
     """A counter sample of `conv`'s rank: a row per series of `values` that has a value."""
     for series, value in values.items():
         if value is not None:
-            conv.add_row("counters", {"rank": conv.file_index, "device": device, "step": None, "name": name,
-                                   "series": series, "ts": ts, "value": float(value), "pid": pid})
+            conv.add_row(
+                "counters",
+                {
+                    "rank": conv.file_index,
+                    "device": device,
+                    "step": None,
+                    "name": name,
+                    "series": series,
+                    "ts": ts,
+                    "value": float(value),
+                    "pid": pid,
+                },
+            )
 
 
 def _memory_record(db: Any, conv: Any) -> None:
@@ -61,8 +72,10 @@ def _memory_record(db: Any, conv: Any) -> None:
     ts = c("timestamp", "timestampNs")
     if ts == "NULL":
         return
-    sql = (f"SELECT s.value, {ns_sql(ts)}, {c('totalAllocated')}, {c('totalReserved')}, {c('totalActive')}, "
-           f"{c('deviceId')} FROM MEMORY_RECORD m LEFT JOIN STRING_IDS s ON s.id = m.component")
+    sql = (
+        f"SELECT s.value, {ns_sql(ts)}, {c('totalAllocated')}, {c('totalReserved')}, {c('totalActive')}, "
+        f"{c('deviceId')} FROM MEMORY_RECORD m LEFT JOIN STRING_IDS s ON s.id = m.component"
+    )
     for component, when, allocated, reserved, active, dev in db.rows(sql):
         if when is None:
             continue
@@ -78,8 +91,10 @@ def _app_memory(db: Any, conv: Any) -> None:
     ts = c("timestampNs", "timestamp")
     if ts == "NULL":
         return
-    sql = (f"SELECT {ns_sql(ts)}, coalesce({c('ddr')}, 0) + coalesce({c('hbm')}, 0), {c('deviceId')} FROM NPU_MEM m "
-           "JOIN STRING_IDS s ON s.id = m.type WHERE upper(s.value) = 'APP'")
+    sql = (
+        f"SELECT {ns_sql(ts)}, coalesce({c('ddr')}, 0) + coalesce({c('hbm')}, 0), {c('deviceId')} FROM NPU_MEM m "
+        "JOIN STRING_IDS s ON s.id = m.type WHERE upper(s.value) = 'APP'"
+    )
     for when, reserved, dev in db.rows(sql):
         if when is not None:
             add_counter(conv, _device(conv, dev), "memory/APP", when, {"reserved_bytes": reserved})
@@ -105,19 +120,34 @@ def _op_memory(db: Any, conv: Any) -> None:
     if not db.has("OP_MEMORY", "name", "size"):
         return
     c = lambda *n: db.col("o", "OP_MEMORY", *n)  # noqa: E731
-    sql = (f"SELECT s.value, o.size, {ns_sql(c('allocationTime'))}, {ns_sql(c('releaseTime'))}, "
-           f"{c('allocationTotalAllocated')}, {c('allocationTotalReserved')}, {c('releaseTotalAllocated')}, "
-           f"{c('releaseTotalReserved')}, {c('deviceId')} FROM OP_MEMORY o LEFT JOIN STRING_IDS s ON s.id = o.name")
+    sql = (
+        f"SELECT s.value, o.size, {ns_sql(c('allocationTime'))}, {ns_sql(c('releaseTime'))}, "
+        f"{c('allocationTotalAllocated')}, {c('allocationTotalReserved')}, {c('releaseTotalAllocated')}, "
+        f"{c('releaseTotalReserved')}, {c('deviceId')} FROM OP_MEMORY o LEFT JOIN STRING_IDS s ON s.id = o.name"
+    )
     for name, size, alloc, release, alloc_total, alloc_reserved, rel_total, rel_reserved, dev in db.rows(sql):
         if size is None:
             continue
         size, device = int(size), _device(conv, dev)
-        for when, sign, total, reserved in ((alloc, 1, alloc_total, alloc_reserved),
-                                            (release, -1, rel_total, rel_reserved)):
+        for when, sign, total, reserved in (
+            (alloc, 1, alloc_total, alloc_reserved),
+            (release, -1, rel_total, rel_reserved),
+        ):
             if when is None or (size < 0 and sign > 0):
                 continue
-            conv.add_row("memory_events", {
-                "rank": conv.file_index, "device": device, "step": None, "ts": when, "pid": None, "tid": None,
-                "op_name": name, "addr": None, "bytes": abs(size) * sign,
-                "total_allocated": None if total is None else int(total),
-                "total_reserved": None if reserved is None else int(reserved)})
+            conv.add_row(
+                "memory_events",
+                {
+                    "rank": conv.file_index,
+                    "device": device,
+                    "step": None,
+                    "ts": when,
+                    "pid": None,
+                    "tid": None,
+                    "op_name": name,
+                    "addr": None,
+                    "bytes": abs(size) * sign,
+                    "total_allocated": None if total is None else int(total),
+                    "total_reserved": None if reserved is None else int(reserved),
+                },
+            )

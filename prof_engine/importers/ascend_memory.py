@@ -20,13 +20,25 @@ from prof_engine.errors import InputError
 from prof_engine.importers.ascend import cell_time, read_csv
 
 MIB = 1024 * 1024
-RECORD = {"Component": ("Component",), "Timestamp": ("Timestamp(us)",), "Device": ("Device Type", "Device"),
-          "allocated_bytes": ("Total Allocated(MB)",), "reserved_bytes": ("Total Reserved(MB)",),
-          "active_bytes": ("Total Active(MB)",)}
-OPERATOR = {"Name": ("Name",), "Size": ("Size(KB)",), "Alloc": ("Allocation Time(us)",),
-            "Release": ("Release Time(us)",), "AllocTotal": ("Allocation Total Allocated(MB)",),
-            "AllocReserved": ("Allocation Total Reserved(MB)",), "ReleaseTotal": ("Release Total Allocated(MB)",),
-            "ReleaseReserved": ("Release Total Reserved(MB)",), "Device": ("Device Type",)}
+RECORD = {
+    "Component": ("Component",),
+    "Timestamp": ("Timestamp(us)",),
+    "Device": ("Device Type", "Device"),
+    "allocated_bytes": ("Total Allocated(MB)",),
+    "reserved_bytes": ("Total Reserved(MB)",),
+    "active_bytes": ("Total Active(MB)",),
+}
+OPERATOR = {
+    "Name": ("Name",),
+    "Size": ("Size(KB)",),
+    "Alloc": ("Allocation Time(us)",),
+    "Release": ("Release Time(us)",),
+    "AllocTotal": ("Allocation Total Allocated(MB)",),
+    "AllocReserved": ("Allocation Total Reserved(MB)",),
+    "ReleaseTotal": ("Release Total Allocated(MB)",),
+    "ReleaseReserved": ("Release Total Reserved(MB)",),
+    "Device": ("Device Type",),
+}
 
 
 def _device(text: str | None) -> str:
@@ -45,8 +57,9 @@ def _bytes(path: Path, column: str, text: str | None, unit: int) -> float | None
     except ValueError:
         value = math.nan
     if not abs(value) < 2**63:  # NaN too
-        raise InputError(f"{path}: {column} {text[:40]!r} is not a number of bytes "
-                         "(corrupt or not a profiler's output?)")
+        raise InputError(
+            f"{path}: {column} {text[:40]!r} is not a number of bytes (corrupt or not a profiler's output?)"
+        )
     return value
 
 
@@ -70,26 +83,42 @@ def convert_memory(output_dir: Path, conv) -> None:
                 value = _bytes(path, RECORD[series][0], r.get(series), MIB)
                 if value is None:
                     continue
-                conv.add_row("counters", {"rank": conv.file_index, "device": _device(r.get("Device")),
-                                          "name": f"{prefix}/{r['Component']}", "series": series, "ts": ts,
-                                          "value": value})
+                conv.add_row(
+                    "counters",
+                    {
+                        "rank": conv.file_index,
+                        "device": _device(r.get("Device")),
+                        "name": f"{prefix}/{r['Component']}",
+                        "series": series,
+                        "ts": ts,
+                        "value": value,
+                    },
+                )
     path = output_dir / "operator_memory.csv"
     for r in _rows(path, OPERATOR, ("Name", "Size", "Alloc")):
         size = _bytes(path, "Size(KB)", r["Size"], 1024)
         if size is None:
             continue
-        for when, sign, total, reserved in (("Alloc", 1, "AllocTotal", "AllocReserved"),
-                                             ("Release", -1, "ReleaseTotal", "ReleaseReserved")):
+        for when, sign, total, reserved in (
+            ("Alloc", 1, "AllocTotal", "AllocReserved"),
+            ("Release", -1, "ReleaseTotal", "ReleaseReserved"),
+        ):
             ts = cell_time(path, OPERATOR[when][0], r.get(when))
             if ts is None or (size < 0 and sign > 0):
                 continue
-            conv.add_row("memory_events", {
-                "rank": conv.file_index, "device": _device(r.get("Device")), "ts": ts, "op_name": r["Name"],
-                "bytes": int(round(abs(size))) * sign,
-                "total_allocated": _int_or_none(_bytes(path, OPERATOR[total][0], r.get(total), MIB)),
-                "total_reserved": _int_or_none(_bytes(path, OPERATOR[reserved][0], r.get(reserved), MIB))})
+            conv.add_row(
+                "memory_events",
+                {
+                    "rank": conv.file_index,
+                    "device": _device(r.get("Device")),
+                    "ts": ts,
+                    "op_name": r["Name"],
+                    "bytes": int(round(abs(size))) * sign,
+                    "total_allocated": _int_or_none(_bytes(path, OPERATOR[total][0], r.get(total), MIB)),
+                    "total_reserved": _int_or_none(_bytes(path, OPERATOR[reserved][0], r.get(reserved), MIB)),
+                },
+            )
 
 
 def _int_or_none(v: float | None) -> int | None:
     return None if v is None else int(round(v))
-

@@ -41,8 +41,17 @@ from prof_engine.store.quality import add_finding
 Sink = Callable[[str, pa.RecordBatch], None]
 BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
 # Slice columns the converter leaves NULL: finalisation fills them in (queries/store/finalize.sql).
-FINALIZED = ("depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
-             "launch_api_dur")
+FINALIZED = (
+    "depth",
+    "parent_id",
+    "self_dur",
+    "launch_id",
+    "launch_name",
+    "wait",
+    "launch_api",
+    "launch_api_ts",
+    "launch_api_dur",
+)
 
 
 class Args(msgspec.Struct, gc=False):
@@ -183,10 +192,25 @@ class ChromeConverter:
 
     def _handlers(self) -> dict[str, Callable[[Event], None]]:
         paired = self.pairing
-        return {"X": self._slice, "B": paired.begin, "E": paired.end, "i": self._instant, "I": self._instant,
-                "n": self._instant, "C": self._counter, "s": self._flow, "t": self._flow, "f": self._flow,
-                "M": self._meta, "b": paired.async_event, "e": paired.async_event, "S": paired.async_event,
-                "F": paired.async_event, "T": self._instant, "p": self._instant}
+        return {
+            "X": self._slice,
+            "B": paired.begin,
+            "E": paired.end,
+            "i": self._instant,
+            "I": self._instant,
+            "n": self._instant,
+            "C": self._counter,
+            "s": self._flow,
+            "t": self._flow,
+            "f": self._flow,
+            "M": self._meta,
+            "b": paired.async_event,
+            "e": paired.async_event,
+            "S": paired.async_event,
+            "F": paired.async_event,
+            "T": self._instant,
+            "p": self._instant,
+        }
 
     def add_row(self, table: str, values: dict[str, Any]) -> None:
         """Append one row to `table` (columns missing from `values` are NULL), flushing full buffers."""
@@ -221,12 +245,17 @@ class ChromeConverter:
             input_types=_types_text(a.input_type),
         )
 
-    def out_of_range_seen(self, what: str, count: int, name: str, ts: int | None = None, dur: int | None = None) -> None:
+    def out_of_range_seen(
+        self, what: str, count: int, name: str, ts: int | None = None, dur: int | None = None
+    ) -> None:
         """Count `count` slices out of range (`what`: "time", dropped; "step", a step number beyond
         int32, not a step); the first one's name and times are the finding's detail."""
         if what not in self.out_of_range:
-            detail = (f"first: {name[:80]!r} at {ts} ns, {dur} ns long: dropped" if what == "time"
-                      else f"first: {name[:80]!r}: step number beyond int32, read as a range")
+            detail = (
+                f"first: {name[:80]!r} at {ts} ns, {dur} ns long: dropped"
+                if what == "time"
+                else f"first: {name[:80]!r}: step number beyond int32, read as a range"
+            )
             self.out_of_range[what] = [0, detail]
         self.out_of_range[what][0] += count
 
@@ -239,8 +268,9 @@ class ChromeConverter:
         name = _text(ev.name) or ""
         if dur_ns is None:
             dur_ns = us_text_to_ns(ev.dur) or 0
-        if (not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur_ns > classify.DUR_LIMIT) \
-                and not classify.is_skipped_category(_text(ev.cat)):
+        if (
+            not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur_ns > classify.DUR_LIMIT
+        ) and not classify.is_skipped_category(_text(ev.cat)):
             self.out_of_range_seen("time", 1, name, ts, dur_ns)
             return
         d = self.describe(ev, a, name, _text(ev.cat))
@@ -274,8 +304,9 @@ class ChromeConverter:
         c["input_shapes"].append(d.input_shapes)
         c["input_types"].append(d.input_types)
         if d.more_args:
-            c["args"].append(msgspec.json.encode({**(msgspec.json.decode(raw_args) if raw_args else {}),
-                                                  **d.more_args}).decode())
+            c["args"].append(
+                msgspec.json.encode({**(msgspec.json.decode(raw_args) if raw_args else {}), **d.more_args}).decode()
+            )
         else:
             c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
@@ -332,8 +363,11 @@ class ChromeConverter:
         c["ts"].append(ts)
         c["pid"].append(_text(ev.pid))
         # async instants (`n`, legacy steps `T`/`p`) on their operation's track, not their thread's
-        c["tid"].append(self.pairing.track_point(ev) if ev.ph in "nTp" and (ev.id is not None or ev.id2 is not None)
-                        else _text(ev.tid))
+        c["tid"].append(
+            self.pairing.track_point(ev)
+            if ev.ph in "nTp" and (ev.id is not None or ev.id2 is not None)
+            else _text(ev.tid)
+        )
         c["scope"].append(_text(ev.s))
         c["args"].append(raw_args.decode() if raw_args else None)
 

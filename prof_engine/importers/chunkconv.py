@@ -43,13 +43,20 @@ class Chunk(Protocol):
 
 # Value sets for `is_in`, built on first use: building an Arrow array from Python values makes
 # pyarrow import pandas (~0.2 s, ~40 MB), which `import prof_engine` should not pay.
-_SETS = {"flow": sorted("stf"), "instant": sorted("iIn"), "columnar": ["X", *"stf", *"iIn"],
-         "skipped": sorted(classify.SKIPPED_CATEGORIES), "device": sorted(classify.DEVICE_CATEGORIES)}
+_SETS = {
+    "flow": sorted("stf"),
+    "instant": sorted("iIn"),
+    "columnar": ["X", *"stf", *"iIn"],
+    "skipped": sorted(classify.SKIPPED_CATEGORIES),
+    "device": sorted(classify.DEVICE_CATEGORIES),
+}
 
 
 @cache
 def _set(name: str) -> pa.Array:
     return pa.array(_SETS[name], pa.string())
+
+
 _KINDS: dict[str, str] = {}  # "category\0name\0has collective" → kind
 _MEMO: dict[tuple[str, str], Any] = {}
 _MEMO_MAX = 200_000
@@ -81,17 +88,29 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
     if counts.get("X"):
         _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
     if any(counts.get(p) for p in "stf"):
-        _flows(conv, chunk, pc.and_(pc.and_(pc.is_in(ph, _set("flow")), has_ts), pc.is_valid(chunk.column("id", RAW))), ts, ph)
+        _flows(
+            conv,
+            chunk,
+            pc.and_(pc.and_(pc.is_in(ph, _set("flow")), has_ts), pc.is_valid(chunk.column("id", RAW))),
+            ts,
+            ph,
+        )
     if any(counts.get(p) for p in "iIn"):
         _instants(conv, chunk, pc.and_(pc.is_in(ph, _set("instant")), has_ts), ts)
 
 
 def _see_threads(conv: ChromeConverter, chunk: Chunk, ph: pa.Array, ts: pa.Array) -> None:
     """`Pairing.see_event` over a chunk: how far the threads with an open B run (their latest end)."""
-    dur = pc.if_else(pc.fill_null(pc.equal(ph, "X"), False),
-                     pc.max_element_wise(pc.fill_null(chunk.column("dur", US), 0), 0), 0)
-    ends = pa.table({"pid": pc.fill_null(chunk.column("pid"), ""), "tid": pc.fill_null(chunk.column("tid"), ""),
-                     "end": pc.add(ts, dur)}).filter(pc.is_valid(ts))
+    dur = pc.if_else(
+        pc.fill_null(pc.equal(ph, "X"), False), pc.max_element_wise(pc.fill_null(chunk.column("dur", US), 0), 0), 0
+    )
+    ends = pa.table(
+        {
+            "pid": pc.fill_null(chunk.column("pid"), ""),
+            "tid": pc.fill_null(chunk.column("tid"), ""),
+            "end": pc.add(ts, dur),
+        }
+    ).filter(pc.is_valid(ts))
     for row in ends.group_by(["pid", "tid"]).aggregate([("end", "max")]).to_pylist():
         conv.pairing.see(row["pid"], row["tid"], row["end_max"])
 
@@ -136,6 +155,7 @@ def _kinds(cats: pa.Array, names: pa.Array, collective: pa.Array) -> pa.Array:
             cat, name, coll = k.split("\x00")
             got = _KINDS[k] = classify.kind_of(None if cat == "\x01" else cat, name, coll == "1")
         return got
+
     return _per_distinct(key, kind, pa.string())
 
 
@@ -161,6 +181,7 @@ def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
         if got is _MEMO:
             got = _MEMO[kind, raw] = convert(msgspec.json.decode(raw))
         return got
+
     return _per_distinct(raws, one, pa.string())
 
 
@@ -174,12 +195,19 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
         rows, cats, keys = rows.filter(keep), cats.filter(keep), keys.filter(keep)
     durs = chunk.column("dur", US, rows)
     ts = ts_all.take(rows)
-    bad = pc.or_(pc.or_(pc.less_equal(ts, -classify.TS_LIMIT), pc.greater_equal(ts, classify.TS_LIMIT)),
-                 pc.fill_null(pc.greater(durs, classify.DUR_LIMIT), False))
+    bad = pc.or_(
+        pc.or_(pc.less_equal(ts, -classify.TS_LIMIT), pc.greater_equal(ts, classify.TS_LIMIT)),
+        pc.fill_null(pc.greater(durs, classify.DUR_LIMIT), False),
+    )
     if pc.any(bad).as_py():  # slices outside any run (`ChromeConverter._slice`): dropped
         i = pc.index(bad, True).as_py()
-        conv.out_of_range_seen("time", pc.sum(bad).as_py(), chunk.column("name", TEXT, rows.slice(i, 1))[0].as_py() or "",
-                               ts[i].as_py(), durs[i].as_py())
+        conv.out_of_range_seen(
+            "time",
+            pc.sum(bad).as_py(),
+            chunk.column("name", TEXT, rows.slice(i, 1))[0].as_py() or "",
+            ts[i].as_py(),
+            durs[i].as_py(),
+        )
         keep = pc.invert(bad)
         rows, cats, keys, durs, ts = (v.filter(keep) for v in (rows, cats, keys, durs, ts))
     n = len(rows)
@@ -215,22 +243,35 @@ def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Arra
     objects = pc.starts_with(args, "{")
     if not pc.all(objects).as_py():  # args that are a number or a list name nothing: none
         args = pc.if_else(objects, args, pa.scalar(None, args.type))
-    _emit(conv, "slices", {
-        "id": _ids(first, n),
-        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
-        "device": devices, "step": steps, "kind": kinds, "name": names, "category": cats,
-        "ts": ts, "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
-        "pid": pid, "tid": col("tid"), "stream": streams,
-        # Kineto's device and runtime records of 2021 spell it `external id`
-        "correlation": col(K.CORRELATION, INT), "external_id": pc.coalesce(col(K.EXTERNAL_ID, INT), col(K.EXTERNAL_ID_2021, INT)),
-        "input_shapes": _memo_text(col(K.INPUT_DIMS, RAW), shapes_text, "shapes"),
-        "input_types": _memo_text(col(K.INPUT_TYPE, RAW), _types_text, "types"),
-        "args": args,
-    })
+    _emit(
+        conv,
+        "slices",
+        {
+            "id": _ids(first, n),
+            "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+            "device": devices,
+            "step": steps,
+            "kind": kinds,
+            "name": names,
+            "category": cats,
+            "ts": ts,
+            "dur": pc.max_element_wise(pc.fill_null(durs, 0), 0),
+            "pid": pid,
+            "tid": col("tid"),
+            "stream": streams,
+            # Kineto's device and runtime records of 2021 spell it `external id`
+            "correlation": col(K.CORRELATION, INT),
+            "external_id": pc.coalesce(col(K.EXTERNAL_ID, INT), col(K.EXTERNAL_ID_2021, INT)),
+            "input_shapes": _memo_text(col(K.INPUT_DIMS, RAW), shapes_text, "shapes"),
+            "input_types": _memo_text(col(K.INPUT_TYPE, RAW), _types_text, "types"),
+            "args": args,
+        },
+    )
     conv.seq = first + n - 1
     comm = pc.or_(pc.is_valid(collective), pc.is_valid(col(K.PG_NAME)))
     if pc.any(comm).as_py():
         from prof_engine.importers.chrome import _ARGS
+
         at = pc.indices_nonzero(comm)  # (only their rows to Python: a chunk's every args took ~4 ms)
         for i, text, dev in zip(at.to_pylist(), args.take(at).to_pylist(), devices.take(at).to_pylist()):
             conv.seq = first + i
@@ -243,13 +284,20 @@ def _flows(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array
     n = len(rows)
     if not n:
         return
-    _emit(conv, "flows", {
-        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
-        "device": pa.repeat(pa.scalar("host"), n),
-        "category": pc.fill_null(chunk.column("cat", TEXT, rows), ""),
-        "flow_id": chunk.column("id", TEXT, rows), "phase": ph.take(rows), "ts": ts_all.take(rows),
-        "pid": chunk.column("pid", TEXT, rows), "tid": chunk.column("tid", TEXT, rows),
-    })
+    _emit(
+        conv,
+        "flows",
+        {
+            "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+            "device": pa.repeat(pa.scalar("host"), n),
+            "category": pc.fill_null(chunk.column("cat", TEXT, rows), ""),
+            "flow_id": chunk.column("id", TEXT, rows),
+            "phase": ph.take(rows),
+            "ts": ts_all.take(rows),
+            "pid": chunk.column("pid", TEXT, rows),
+            "tid": chunk.column("tid", TEXT, rows),
+        },
+    )
 
 
 def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
@@ -275,16 +323,25 @@ def _instants(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Ar
     def device(key: str) -> str:
         t, d = key.split("\x00")
         return _memory_device(SimpleNamespace(device_type=_json(t), device_id=_json(d)))
-    devices = _per_distinct(pc.binary_join_element_wise(pc.fill_null(dtype, ""), pc.fill_null(dev_id, ""), "\x00"),
-                            device, pa.string())
-    _emit(conv, "memory_events", {
-        "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
-        "device": devices, "ts": ts_all.take(rows),
-        "pid": chunk.column("pid", TEXT, rows), "tid": chunk.column("tid", TEXT, rows),
-        "addr": chunk.column(K.ADDR, INT, rows), "bytes": nbytes,
-        "total_allocated": chunk.column(K.TOTAL_ALLOCATED, INT, rows),
-        "total_reserved": chunk.column(K.TOTAL_RESERVED, INT, rows),
-    })
+
+    devices = _per_distinct(
+        pc.binary_join_element_wise(pc.fill_null(dtype, ""), pc.fill_null(dev_id, ""), "\x00"), device, pa.string()
+    )
+    _emit(
+        conv,
+        "memory_events",
+        {
+            "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
+            "device": devices,
+            "ts": ts_all.take(rows),
+            "pid": chunk.column("pid", TEXT, rows),
+            "tid": chunk.column("tid", TEXT, rows),
+            "addr": chunk.column(K.ADDR, INT, rows),
+            "bytes": nbytes,
+            "total_allocated": chunk.column(K.TOTAL_ALLOCATED, INT, rows),
+            "total_reserved": chunk.column(K.TOTAL_RESERVED, INT, rows),
+        },
+    )
 
 
 def _json(text: str) -> Any:

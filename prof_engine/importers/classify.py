@@ -15,38 +15,88 @@ from typing import TypeGuard
 # `Memset`, `Python`, `Trace`) and its ActivityType names since (libkineto ActivityType.cpp, every
 # version, and the vendor forks' runtime and device names). Unknown categories become "other".
 CATEGORY_KIND: dict[str, str] = {
-    "cpu_op": "host_op", "operator": "host_op",
+    "cpu_op": "host_op",
+    "operator": "host_op",
     "user_annotation": "user_range",
-    "python_function": "python", "python": "python",
+    "python_function": "python",
+    "python": "python",
     # host-side runtime and driver calls of every backend (hpu_op: Gaudi's host-side runtime events)
-    "cuda_runtime": "api", "cuda_driver": "api", "runtime": "api", "xpu_runtime": "api", "xpu_driver": "api",
-    "mtia_runtime": "api", "glow_runtime": "api", "hpu_op": "api", "privateuse1_runtime": "api",
-    "privateuse1_driver": "api", "musa_runtime": "api", "musa_driver": "api", "mlu_runtime": "api",
-    "gcu_runtime": "api", "gcu_driver": "api",
+    "cuda_runtime": "api",
+    "cuda_driver": "api",
+    "runtime": "api",
+    "xpu_runtime": "api",
+    "xpu_driver": "api",
+    "mtia_runtime": "api",
+    "glow_runtime": "api",
+    "hpu_op": "api",
+    "privateuse1_runtime": "api",
+    "privateuse1_driver": "api",
+    "musa_runtime": "api",
+    "musa_driver": "api",
+    "mlu_runtime": "api",
+    "gcu_runtime": "api",
+    "gcu_driver": "api",
     "kernel": "kernel",
-    "gpu_memcpy": "memcpy", "memcpy": "memcpy", "mlu_memcpy": "memcpy", "gcu_memcpy": "memcpy",
-    "gpu_memset": "memset", "memset": "memset", "mlu_memset": "memset", "gcu_memset": "memset",
-    "gpu_user_annotation": "device_range", "mlu_user_annotation": "device_range", "gcu_user_annotation": "device_range",
-    "cuda_sync": "sync", "xpu_sync": "sync", "gcu_sync": "sync",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "mlu_memcpy": "memcpy",
+    "gcu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "mlu_memset": "memset",
+    "gcu_memset": "memset",
+    "gpu_user_annotation": "device_range",
+    "mlu_user_annotation": "device_range",
+    "gcu_user_annotation": "device_range",
+    "cuda_sync": "sync",
+    "xpu_sync": "sync",
+    "gcu_sync": "sync",
     "collective_comm": "comm",
 }
 
 # Categories whose records run on the device (pid = device index, tid = stream).
-DEVICE_CATEGORIES = frozenset({
-    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "memcpy", "memset",
-    "mlu_memcpy", "mlu_memset", "mlu_user_annotation", "gcu_memcpy", "gcu_memset", "gcu_user_annotation",
-})
+DEVICE_CATEGORIES = frozenset(
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "cuda_sync",
+        "memcpy",
+        "memset",
+        "mlu_memcpy",
+        "mlu_memset",
+        "mlu_user_annotation",
+        "gcu_memcpy",
+        "gcu_memset",
+        "gcu_user_annotation",
+    }
+)
 
 # Categories that describe the profiler itself, not the program: kept out of the tables.
 SKIPPED_CATEGORIES = frozenset({"trace"})
 
 # Categories Kineto writes that are no record of the program's own work (the profiler's overhead,
 # counter ranges, correlation records, instants, counters): kind "other", but known, not guessed.
-KNOWN_OTHER_CATEGORIES = frozenset({
-    "external_correlation", "cpu_instant_event", "overhead", "cuda_profiler_range", "cuda_event", "mtia_ccp_events",
-    "mtia_insight", "mtia_counters", "mtia_workloadd", "xpu_scope_profiler", "gpu_pm_counter", "memory",
-    "mlu_profiler_range", "mlu_notifier", "gcu_profiler_range",
-})
+KNOWN_OTHER_CATEGORIES = frozenset(
+    {
+        "external_correlation",
+        "cpu_instant_event",
+        "overhead",
+        "cuda_profiler_range",
+        "cuda_event",
+        "mtia_ccp_events",
+        "mtia_insight",
+        "mtia_counters",
+        "mtia_workloadd",
+        "xpu_scope_profiler",
+        "gpu_pm_counter",
+        "memory",
+        "mlu_profiler_range",
+        "mlu_notifier",
+        "gcu_profiler_range",
+    }
+)
 KNOWN_CATEGORIES = frozenset(CATEGORY_KIND) | SKIPPED_CATEGORIES | KNOWN_OTHER_CATEGORIES
 
 
@@ -116,7 +166,23 @@ def step_out_of_range(name: str) -> bool:
 
 # Element sizes for message bytes (names as Kineto's `dtype` arg writes them).
 DTYPE_BYTES = {
-    "float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8,
-    "int": 4, "int32": 4, "int64": 8, "long": 8, "int16": 2, "int8": 1, "uint8": 1, "char": 1,
-    "byte": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float": 4,
+    "float32": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "int64": 8,
+    "long": 8,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "byte": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
 }

@@ -223,9 +223,9 @@ class ChromeTraceReader:
         try:
             obj = _ANY.decode(buf)
         except msgspec.DecodeError:
-            raise self._fail("not a Chrome trace: no \"traceEvents\" array found (truncated or not a trace?)") from None
+            raise self._fail('not a Chrome trace: no "traceEvents" array found (truncated or not a trace?)') from None
         keys = ", ".join(list(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
-        raise self._fail(f"JSON but not a Chrome trace: no \"traceEvents\" key (keys: {keys})")
+        raise self._fail(f'JSON but not a Chrome trace: no "traceEvents" key (keys: {keys})')
 
     def _decode(self, body: bytes, seen: int) -> list[Event]:
         try:

@@ -58,15 +58,18 @@ class CpuOp(NamedTuple):
 
 def op_type(full_name: str) -> str:
     """MindSpore's op type of an op's full name: its last path segment up to the last `-`."""
-    seg = full_name[full_name.rfind("/") + 1:]
+    seg = full_name[full_name.rfind("/") + 1 :]
     cut = seg.rfind("-")
     return seg[:cut] if cut > 0 else seg
 
 
 def timestamp_file(rank_dir: Path) -> Path | None:
     """The `FRAMEWORK/cpu_op_execute_timestamp_<rank>.txt` of a `*_ascend_ms` rank directory, if any."""
-    found = sorted(p for p in (rank_dir / FRAMEWORK_DIR).glob("cpu_op_execute_timestamp_*.txt")
-                   if TIMESTAMP.fullmatch(p.name) and p.is_file())
+    found = sorted(
+        p
+        for p in (rank_dir / FRAMEWORK_DIR).glob("cpu_op_execute_timestamp_*.txt")
+        if TIMESTAMP.fullmatch(p.name) and p.is_file()
+    )
     return found[0] if found else None
 
 
@@ -79,9 +82,13 @@ def rank_of(path: Path) -> int | None:
 def units(path: Path) -> list[Path]:
     """The timestamp files at or under `path`, one per rank: a MindSpore ≤ 2.4 CPU profiler folder
     (flat `cpu_op_*` files), or `*_ascend_ms` directories without ASCEND_PROFILER_OUTPUT."""
-    return sorted(p for p in path.rglob("cpu_op_execute_timestamp_*.txt")
-                  if p.is_file() and TIMESTAMP.fullmatch(p.name)
-                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return sorted(
+        p
+        for p in path.rglob("cpu_op_execute_timestamp_*.txt")
+        if p.is_file()
+        and TIMESTAMP.fullmatch(p.name)
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
 
 
 def read_ops(path: Path) -> Iterator[CpuOp]:
@@ -93,8 +100,10 @@ def read_ops(path: Path) -> Iterator[CpuOp]:
                 continue
             parts = line.split(";")
             if len(parts) < 3 or not parts[0]:
-                raise InputError(f"{path}:{n}: not a MindSpore cpu_op_execute_timestamp line "
-                                 "(<op name>;<label>;<start>,<duration ms>[,<tid>] ...)")
+                raise InputError(
+                    f"{path}:{n}: not a MindSpore cpu_op_execute_timestamp line "
+                    "(<op name>;<label>;<start>,<duration ms>[,<tid>] ...)"
+                )
             for item in parts[-1].split():
                 fields = item.split(",")
                 try:
@@ -104,11 +113,14 @@ def read_ops(path: Path) -> Iterator[CpuOp]:
                     tid = str(int(fields[2])) if len(fields) == 3 else "0"
                     dur_ns = int((dur * _MS).to_integral_value(ROUND_HALF_EVEN))
                 except (ValueError, InvalidOperation):
-                    raise InputError(f"{path}:{n}: {item!r} is not <start ns>,<duration ms>[,<tid>] "
-                                     "(corrupt or not a profiler's output?)") from None
+                    raise InputError(
+                        f"{path}:{n}: {item!r} is not <start ns>,<duration ms>[,<tid>] "
+                        "(corrupt or not a profiler's output?)"
+                    ) from None
                 if not 0 <= start < 2**62 or not 0 <= dur_ns < 86_400 * 10**9:
-                    raise InputError(f"{path}:{n}: {item!r}: start or duration out of range "
-                                     "(corrupt or not a profiler's output?)")
+                    raise InputError(
+                        f"{path}:{n}: {item!r}: start or duration out of range (corrupt or not a profiler's output?)"
+                    )
                 yield CpuOp(parts[0], start, dur_ns, tid)
 
 
@@ -123,16 +135,34 @@ def add_ops(conv: ChromeConverter, path: Path, info: dict) -> int:
         conv.seq += 1
         n += 1
         early += op.ts < _YEAR_2000_NS
-        conv.add_row("slices", {
-            "id": conv.seq, "rank": conv.file_index, "device": "host", "step": None, "kind": "host_op",
-            "name": op.name, "category": CATEGORY, "op_type": op_type(op.name),
-            "ts": op.ts, "dur": op.dur, "pid": pid, "tid": op.tid,
-        })
+        conv.add_row(
+            "slices",
+            {
+                "id": conv.seq,
+                "rank": conv.file_index,
+                "device": "host",
+                "step": None,
+                "kind": "host_op",
+                "name": op.name,
+                "category": CATEGORY,
+                "op_type": op_type(op.name),
+                "ts": op.ts,
+                "dur": op.dur,
+                "pid": pid,
+                "tid": op.tid,
+            },
+        )
         if (pid, op.tid) not in conv.lanes:
             conv.lanes.setdefault((pid, ""), {"pid": pid, "tid": None, "process": CPU_LANE})
             conv.lanes[(pid, op.tid)] = {"pid": pid, "tid": op.tid, "thread": f"Thread {op.tid}"}
-    add_finding(info, "unanchored_clock", early, f"{path.name}: op starts on the host's monotonic clock "
-                "(MindSpore <= 2.4); no file anchors it to the Unix clock", device="host")
+    add_finding(
+        info,
+        "unanchored_clock",
+        early,
+        f"{path.name}: op starts on the host's monotonic clock "
+        "(MindSpore <= 2.4); no file anchors it to the Unix clock",
+        device="host",
+    )
     return n
 
 
@@ -147,7 +177,12 @@ def convert(path: Path, index: int, sink, progress: Callable[[int], None]) -> So
     progress(path.stat().st_size)
     rank = rank_of(path)
     return SourceFile(
-        path=str(path), format="mindspore_cpu", rank=rank if rank is not None else index, index=index,
-        bytes=path.stat().st_size, events=n, lanes=list(conv.lanes.values()),
+        path=str(path),
+        format="mindspore_cpu",
+        rank=rank if rank is not None else index,
+        index=index,
+        bytes=path.stat().st_size,
+        events=n,
+        lanes=list(conv.lanes.values()),
         info={"rank_from": "file name" if rank is not None else "file order", **info},
     )

@@ -61,8 +61,9 @@ def step_rows(csv_path: Path) -> list[dict[str, str]]:
         rows = list(csv.DictReader(f))
     missing = [c for c in STEP_COLUMNS if rows and c not in rows[0]]
     if not rows or missing:
-        raise InputError(f"{csv_path}: not a MindSpore step_trace_raw file "
-                         f"(no rows, or no column {', '.join(missing)})")
+        raise InputError(
+            f"{csv_path}: not a MindSpore step_trace_raw file (no rows, or no column {', '.join(missing)})"
+        )
     steps = [r for r in rows if r["step_num"].strip().isdigit()]
     for r in steps:
         try:
@@ -70,8 +71,10 @@ def step_rows(csv_path: Path) -> list[dict[str, str]]:
         except ValueError:
             ok = False
         if not ok:
-            raise InputError(f"{csv_path}: step {r['step_num']}: start_point/end_point/total are not consistent "
-                             "syscnt tick counts; unrecognised step_trace_raw variant")
+            raise InputError(
+                f"{csv_path}: step {r['step_num']}: start_point/end_point/total are not consistent "
+                "syscnt tick counts; unrecognised step_trace_raw variant"
+            )
     return steps
 
 
@@ -80,18 +83,26 @@ def hccl_rows(csv_path: Path) -> list[dict[str, object]]:
     with open(csv_path, newline="", encoding="utf-8-sig") as f:
         rows = [r for r in csv.DictReader(f) if (r.get("step_num") or "").strip().isdigit()]
     try:
-        return [{**r, "communication_operator_cost": json.loads(r["communication_operator_cost"] or "{}")}
-                for r in rows]
+        return [
+            {**r, "communication_operator_cost": json.loads(r["communication_operator_cost"] or "{}")} for r in rows
+        ]
     except (KeyError, json.JSONDecodeError):
-        raise InputError(f"{csv_path}: not a MindSpore hccl_raw file "
-                         "(communication_operator_cost is not JSON)") from None
+        raise InputError(
+            f"{csv_path}: not a MindSpore hccl_raw file (communication_operator_cost is not JSON)"
+        ) from None
 
 
 def _clock_files(path: Path) -> list[str]:
     """Files in the folder that could say the syscnt frequency or anchor the clock."""
-    names = [p for p in path.rglob("*") if p.is_file() and (
-        re.fullmatch(r"(info\.json|start_info|host_start\.log|dev_start\.log)(\.\d+)?", p.name)
-        or p.name.startswith("PROF_"))]
+    names = [
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and (
+            re.fullmatch(r"(info\.json|start_info|host_start\.log|dev_start\.log)(\.\d+)?", p.name)
+            or p.name.startswith("PROF_")
+        )
+    ]
     for p in path.rglob("profiler_info*.json"):
         try:
             data = read_json(p)
@@ -111,13 +122,19 @@ def convert(path: Path, index: int, sink: Sink, progress: Callable[[int], None])
         counts.append(f"{r}: {len(step_rows(st))}" if st.is_file() else f"{r}: -")
         if (path / f"hccl_raw_{r}.csv").is_file():
             hccl_rows(path / f"hccl_raw_{r}.csv")
-    what = (f"{path}: legacy MindSpore profiler summaries (step_trace_raw_<rank>_detail_time.csv, hccl_raw_<rank>.csv; "
-            f"ranks {', '.join(map(str, rs))}; steps per rank {{{', '.join(counts)}}})")
+    what = (
+        f"{path}: legacy MindSpore profiler summaries (step_trace_raw_<rank>_detail_time.csv, hccl_raw_<rank>.csv; "
+        f"ranks {', '.join(map(str, rs))}; steps per rank {{{', '.join(counts)}}})"
+    )
     clock = _clock_files(path)
     if clock:
-        raise InputError(f"{what}: converting their device syscnt ticks is not supported; import the run's "
-                         f"PROF_* directory or its ASCEND_PROFILER_OUTPUT instead (found {', '.join(clock[:3])})")
-    raise InputError(f"{what} cannot be imported: their times are device syscnt ticks and the folder holds no tick "
-                     "frequency or clock anchor (no PROF_* device data, no profiler_info start_info) to place them "
-                     "in time; import the run's PROF_* directory, or profile with MindSpore >= 2.3 "
-                     "(ASCEND_PROFILER_OUTPUT)")
+        raise InputError(
+            f"{what}: converting their device syscnt ticks is not supported; import the run's "
+            f"PROF_* directory or its ASCEND_PROFILER_OUTPUT instead (found {', '.join(clock[:3])})"
+        )
+    raise InputError(
+        f"{what} cannot be imported: their times are device syscnt ticks and the folder holds no tick "
+        "frequency or clock anchor (no PROF_* device data, no profiler_info start_info) to place them "
+        "in time; import the run's PROF_* directory, or profile with MindSpore >= 2.3 "
+        "(ASCEND_PROFILER_OUTPUT)"
+    )

@@ -83,7 +83,8 @@ def device_dirs(path: Path) -> list[Path]:
         raise InputError(
             f"{path}: a CANN msprof PROF_* directory with neither per-device timelines "
             "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
-            "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not read yet)")
+            "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not read yet)"
+        )
     return found
 
 
@@ -174,8 +175,9 @@ def _event_key(ev: Event) -> tuple:
     return ev.ph, _text(ev.name), _text(ev.tid), bytes(ev.ts)
 
 
-def _feed_file(conv: LegacyConverter, path: Path, seen: set[tuple], primary: bool,
-               progress: Callable[[int], None]) -> None:
+def _feed_file(
+    conv: LegacyConverter, path: Path, seen: set[tuple], primary: bool, progress: Callable[[int], None]
+) -> None:
     """Feed one timeline file; events of secondary files already read from another file are dropped."""
     m = TIMELINE.fullmatch(path.name)
     assert m is not None  # a file _timeline_files listed
@@ -210,24 +212,45 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
     conv.finish()
     rank = info.get("rank_id")
     found: dict[str, Any] = {}
-    add_finding(found, "clock_anchor", 1, f"{device_dir.name}: start_info.{device_id} (collectionTimeBegin, "
-                f"clockMonotonicRaw) moves the monotonic timeline by {offset} ns", total=None)
+    add_finding(
+        found,
+        "clock_anchor",
+        1,
+        f"{device_dir.name}: start_info.{device_id} (collectionTimeBegin, "
+        f"clockMonotonicRaw) moves the monotonic timeline by {offset} ns",
+        total=None,
+    )
     return SourceFile(
-        path=str(device_dir), format="msprof", rank=rank if isinstance(rank, int) and rank >= 0 else device_id,
-        index=index, offset_ns=offset, bytes=sum(p.stat().st_size for p in files),
-        events=sum(conv.counts.values()), host=info.get("hostname"), devices=[_device_info(device_id, info)],
+        path=str(device_dir),
+        format="msprof",
+        rank=rank if isinstance(rank, int) and rank >= 0 else device_id,
+        index=index,
+        offset_ns=offset,
+        bytes=sum(p.stat().st_size for p in files),
+        events=sum(conv.counts.values()),
+        host=info.get("hostname"),
+        devices=[_device_info(device_id, info)],
         lanes=list(conv.lanes.values()),
-        info={**found, "rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
-              "rank_id": info.get("rank_id"), "device_id": device_id, "start_info": start, "end_info": end,
-              "timeline_files": [p.name for p in files], **anomalies(conv)},
+        info={
+            **found,
+            "rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
+            "rank_id": info.get("rank_id"),
+            "device_id": device_id,
+            "start_info": start,
+            "end_info": end,
+            "timeline_files": [p.name for p in files],
+            **anomalies(conv),
+        },
     )
 
 
 def _read_json(path: Path, required: bool) -> dict[str, Any]:
     if not path.is_file():
         if required:
-            raise InputError(f"{path.parent}: no {path.name}: the legacy msprof timeline is on the host's "
-                             "CLOCK_MONOTONIC_RAW and cannot be placed in time without this clock anchor")
+            raise InputError(
+                f"{path.parent}: no {path.name}: the legacy msprof timeline is on the host's "
+                "CLOCK_MONOTONIC_RAW and cannot be placed in time without this clock anchor"
+            )
         return {}
     data = read_json(path, "JSON (msprof collection metadata)")
     if not isinstance(data, dict):
@@ -240,8 +263,10 @@ def _clock_offset(device_dir: Path, start: dict[str, Any]) -> int:
     try:
         return int(str(start["collectionTimeBegin"])) * 1000 - int(str(start["clockMonotonicRaw"]))
     except (KeyError, ValueError):
-        raise InputError(f"{device_dir}: start_info has no integer collectionTimeBegin / clockMonotonicRaw "
-                         f"(keys: {', '.join(start)})") from None
+        raise InputError(
+            f"{device_dir}: start_info has no integer collectionTimeBegin / clockMonotonicRaw "
+            f"(keys: {', '.join(start)})"
+        ) from None
 
 
 def _device_info(device_id: int, info: dict[str, Any]) -> dict[str, Any]:
@@ -269,10 +294,19 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
         last = reader.bytes_read
     conv.finish()
     rank = ascend.rank_of(path.parent.parent) if path.parent.name == ascend.OUTPUT_DIR else None
-    return SourceFile(path=str(path), format="ascend_trace", rank=rank if rank is not None else index, index=index,
-                      bytes=path.stat().st_size, events=sum(conv.counts.values()), lanes=list(conv.lanes.values()),
-                      info={"rank_from": "profiler_info" if rank is not None else "file order",
-                            **({"kernel_details": str(kernel_csv)} if rows else {})})
+    return SourceFile(
+        path=str(path),
+        format="ascend_trace",
+        rank=rank if rank is not None else index,
+        index=index,
+        bytes=path.stat().st_size,
+        events=sum(conv.counts.values()),
+        lanes=list(conv.lanes.values()),
+        info={
+            "rank_from": "profiler_info" if rank is not None else "file order",
+            **({"kernel_details": str(kernel_csv)} if rows else {}),
+        },
+    )
 
 
 def _check_epoch(path: Path, events: list[Event]) -> bool:
@@ -285,6 +319,7 @@ def _check_epoch(path: Path, events: list[Event]) -> bool:
             raise InputError(
                 f"{path}: timestamps are not epoch time ({bytes(ev.ts).decode(errors='replace')} µs: a legacy "
                 "msprof timeline on the host's monotonic clock); import its PROF_* directory, whose "
-                "start_info.N places it in time")
+                "start_info.N places it in time"
+            )
         return True
     return False

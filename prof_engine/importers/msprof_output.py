@@ -54,12 +54,17 @@ def units(path: Path) -> list[tuple[Path, str]]:
     are `msprof` units (`msprof.device_dirs`, whose one-line error stands when there is neither)."""
     if path.name == OUTPUT_DIR:
         path = path.parent
-    modern = [path] if has_output(path) else sorted(
-        {p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
+    modern = [path] if has_output(path) else sorted({p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
     if not modern:
         return [(d, "msprof") for d in msprof.device_dirs(path)]
-    legacy = sorted((d for d in path.rglob("device_*") if d.is_dir() and msprof.is_device_dir(d)
-                     and not any(d.is_relative_to(m) for m in modern)), key=str)
+    legacy = sorted(
+        (
+            d
+            for d in path.rglob("device_*")
+            if d.is_dir() and msprof.is_device_dir(d) and not any(d.is_relative_to(m) for m in modern)
+        ),
+        key=str,
+    )
     return [(d, "msprof_output") for d in modern] + [(d, "msprof") for d in legacy]
 
 
@@ -78,7 +83,8 @@ def slice_files(output_dir: Path, pattern: re.Pattern[str], stem: str) -> list[P
         raise InputError(
             f"{output_dir}: {stem} slice(s) {', '.join(map(str, missing))} missing (found slice(s) "
             f"{', '.join(map(str, sorted(newest)))}): msprof splits a large {stem} into "
-            f"{stem}_slice_<i>_<timestamp> files numbered from 0, and every slice is needed")
+            f"{stem}_slice_<i>_<timestamp> files numbered from 0, and every slice is needed"
+        )
     return [newest[i][1] for i in sorted(newest)]
 
 
@@ -86,8 +92,9 @@ def slice_files(output_dir: Path, pattern: re.Pattern[str], stem: str) -> list[P
 class OutputConverter(ascend.AscendConverter):
     """AscendConverter whose kernel list is chosen by the device of each event (one per NPU)."""
 
-    def __init__(self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[str, dict[tuple, dict]],
-                 device_index: int) -> None:
+    def __init__(
+        self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[str, dict[tuple, dict]], device_index: int
+    ) -> None:
         super().__init__(file_index, sink, meta, {}, device_index)
         self.by_device = kernels
 
@@ -169,14 +176,21 @@ def convert(prof_dir: Path, index: int, sink: Sink, progress: Callable[[int], No
     timelines = slice_files(out, TIMELINE, "msprof")
     summaries = slice_files(out, OP_SUMMARY, "op_summary")
     if not timelines and not summaries:
-        raise InputError(f"{out}: no msprof timeline (msprof_<timestamp>.json, msprof_slice_<i>_<timestamp>.json) "
-                         "and no op_summary_<timestamp>.csv: nothing prof-engine can import from this "
-                         "msprof export (was it exported as .db only?)")
+        raise InputError(
+            f"{out}: no msprof timeline (msprof_<timestamp>.json, msprof_slice_<i>_<timestamp>.json) "
+            "and no op_summary_<timestamp>.csv: nothing prof-engine can import from this "
+            "msprof export (was it exported as .db only?)"
+        )
     devices = _devices(prof_dir)
     default = next(iter(devices), 0)
     kernels = _kernel_rows(summaries, default)
-    conv = OutputConverter(index, sink, _metadata(timelines),
-                           {f"npu{d}": ascend._kernel_index(rows) for d, rows in kernels.items()}, default)
+    conv = OutputConverter(
+        index,
+        sink,
+        _metadata(timelines),
+        {f"npu{d}": ascend._kernel_index(rows) for d, rows in kernels.items()},
+        default,
+    )
     _feed(conv, timelines, progress)
     if not timelines:
         for dev, rows in kernels.items():
@@ -187,19 +201,33 @@ def convert(prof_dir: Path, index: int, sink: Sink, progress: Callable[[int], No
     return _source(prof_dir, index, conv, devices, sorted(kernels), timelines + summaries)
 
 
-def _source(prof_dir: Path, index: int, conv: OutputConverter, devices: dict[int, dict[str, Any]],
-            kernel_devices: list[int], files: list[Path]) -> SourceFile:
+def _source(
+    prof_dir: Path,
+    index: int,
+    conv: OutputConverter,
+    devices: dict[int, dict[str, Any]],
+    kernel_devices: list[int],
+    files: list[Path],
+) -> SourceFile:
     """The manifest entry of a converted PROF_* directory: rank from the lowest device's rank_id."""
     ids = sorted(set(devices) | set(kernel_devices)) or [0]
     info = devices.get(next(iter(devices), ids[0]), {})
     rank = info.get("rank_id")
     return SourceFile(
-        path=str(prof_dir), format="msprof",
+        path=str(prof_dir),
+        format="msprof",
         rank=rank if isinstance(rank, int) and rank >= 0 else next(iter(devices), ids[0]),
-        index=index, bytes=sum(p.stat().st_size for p in files), events=sum(conv.counts.values()),
-        host=info.get("hostname"), devices=[msprof._device_info(d, devices.get(d, {})) for d in ids],
+        index=index,
+        bytes=sum(p.stat().st_size for p in files),
+        events=sum(conv.counts.values()),
+        host=info.get("hostname"),
+        devices=[msprof._device_info(d, devices.get(d, {})) for d in ids],
         lanes=list(conv.lanes.values()),
-        info={"rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
-              "rank_id": info.get("rank_id"), "device_ids": ids, "output_files": [p.name for p in files],
-              **anomalies(conv)},
+        info={
+            "rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
+            "rank_id": info.get("rank_id"),
+            "device_ids": ids,
+            "output_files": [p.name for p in files],
+            **anomalies(conv),
+        },
     )

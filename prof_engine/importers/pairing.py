@@ -127,7 +127,7 @@ class Pairing:
         if at is None:
             self.unmatched[name or ev.ph] += 1
             return
-        for begin in reversed(stack[at + 1:]):  # opened inside the one this ends and still open
+        for begin in reversed(stack[at + 1 :]):  # opened inside the one this ends and still open
             self.unclosed[_text(begin.name) or ""] += 1
             self._close(begin, ts)
         self._close(stack[at], ts)
@@ -158,8 +158,10 @@ class Pairing:
     def findings(self) -> list[tuple[str, int, str]]:
         """(rule, count, detail) of what pairing had to guess or drop."""
         out = []
-        for rule, counts, what in (("unclosed_slices", self.unclosed, "begins never ended"),
-                                   ("unmatched_ends", self.unmatched, "ends with no open begin")):
+        for rule, counts, what in (
+            ("unclosed_slices", self.unclosed, "begins never ended"),
+            ("unmatched_ends", self.unmatched, "ends with no open begin"),
+        ):
             if counts:
                 names = ", ".join(f"{n!r} ({c})" for n, c in counts.most_common(3))
                 out.append((rule, sum(counts.values()), f"{what}: {names}{' ...' if len(counts) > 3 else ''}"))

@@ -32,8 +32,12 @@ from prof_engine.importers.units import us_array_to_ns
 
 _RAW_KEYS = ("ts", "dur", "args")  # the event keys `Event` keeps as JSON text
 _FIELD = {k: f"k{i}" for i, k in enumerate(ARGS_KEYS)}  # args key → attribute of `_Args`
-_Args = msgspec.defstruct("_Args", [(f, msgspec.Raw, msgspec.Raw(b"")) for f in _FIELD.values()],
-                          rename={f: k for k, f in _FIELD.items()}, gc=False)
+_Args = msgspec.defstruct(
+    "_Args",
+    [(f, msgspec.Raw, msgspec.Raw(b"")) for f in _FIELD.values()],
+    rename={f: k for k, f in _FIELD.items()},
+    gc=False,
+)
 _ARGS = msgspec.json.Decoder(list[_Args])  # type: ignore[valid-type]
 _NO_ARGS = _Args()
 _INTEGER = r"^-?[0-9]+$"
@@ -118,8 +122,9 @@ def _from_json(texts: pa.Array, mode: int) -> pa.Array:
         try:
             return pc.cast(texts, pa.int64())  # integer texts within int64, the usual case
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return pa.array([None if t is None else _int(msgspec.json.decode(t)) for t in texts.to_pylist()],
-                            pa.int64())
+            return pa.array(
+                [None if t is None else _int(msgspec.json.decode(t)) for t in texts.to_pylist()], pa.int64()
+            )
     # TEXT: a string without escapes is its text between the quotes, an integer its digits; the
     # rest (escapes, other numbers, literals, objects, arrays) `str` of the decoded value
     plain_string = pc.and_(pc.starts_with(texts, '"'), pc.invert(pc.match_substring(texts, "\\")))

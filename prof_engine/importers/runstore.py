@@ -36,10 +36,19 @@ def _source(path: Path, index: int) -> tuple[SourceFile, dict]:
     if len(sources) != 1:
         raise InputError(f"{path}: a collector run holds one source, this one {len(sources)}")
     s = sources[0]
-    info = SourceFile(path=str(path), format=COLLECTOR_FORMAT, rank=int(s["rank"]), index=index,
-                      version=s.get("version"), bytes=int(s.get("bytes") or 0), events=int(s.get("events") or 0),
-                      host=s.get("host"), devices=s.get("devices") or [], lanes=s.get("lanes") or [],
-                      info={**(s.get("info") or {}), "program": s.get("path")})
+    info = SourceFile(
+        path=str(path),
+        format=COLLECTOR_FORMAT,
+        rank=int(s["rank"]),
+        index=index,
+        version=s.get("version"),
+        bytes=int(s.get("bytes") or 0),
+        events=int(s.get("events") or 0),
+        host=s.get("host"),
+        devices=s.get("devices") or [],
+        lanes=s.get("lanes") or [],
+        info={**(s.get("info") or {}), "program": s.get("path")},
+    )
     return info, manifest
 
 
@@ -72,17 +81,23 @@ def stage_run(path: Path | str, index: int, staging: Path | str) -> SourceFile:
                 continue
             if not (path / table).is_dir() or not any((path / table).rglob("*.parquet")):
                 continue
-            src = (f"read_parquet('{path / table}/**/*.parquet', hive_partitioning = true, union_by_name = true, "
-                   f"hive_types = {hive_types((path / table).rglob('*.parquet'))})")
+            src = (
+                f"read_parquet('{path / table}/**/*.parquet', hive_partitioning = true, union_by_name = true, "
+                f"hive_types = {hive_types((path / table).rglob('*.parquet'))})"
+            )
             con.execute(f"CREATE OR REPLACE TEMP VIEW t_{table} AS SELECT * FROM {src}")
             if table == "slices":
-                con.execute(f"CREATE OR REPLACE TEMP TABLE idmap AS SELECT id AS old, "
-                            f"({index}::BIGINT << 40) + row_number() OVER (ORDER BY id) AS new FROM t_slices")
+                con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE idmap AS SELECT id AS old, "
+                    f"({index}::BIGINT << 40) + row_number() OVER (ORDER BY id) AS new FROM t_slices"
+                )
             join = " JOIN idmap m ON m.old = t.id" if table == "slices" else ""
             (staging / table).mkdir(parents=True, exist_ok=True)
             present = {r[0] for r in con.execute(f"DESCRIBE t_{table}").fetchall()}
-            con.execute(f"COPY (SELECT {_select(table, index, present)} FROM t_{table} t{join}) "
-                        f"TO '{staging / table / tag}.parquet' (FORMAT parquet, COMPRESSION zstd)")
+            con.execute(
+                f"COPY (SELECT {_select(table, index, present)} FROM t_{table} t{join}) "
+                f"TO '{staging / table / tag}.parquet' (FORMAT parquet, COMPRESSION zstd)"
+            )
     finally:
         con.close()
     info.info["recorded_steps"] = len(manifest.get("steps") or [])

@@ -91,7 +91,7 @@ class Chunk:
 
         s, text = self._spans, self.buf.data
         slot = _SLOT[key]
-        starts, lens = s.starts[slot * CAP:(slot + 1) * CAP], s.lens[slot * CAP:(slot + 1) * CAP]
+        starts, lens = s.starts[slot * CAP : (slot + 1) * CAP], s.lens[slot * CAP : (slot + 1) * CAP]
         rows_data = None
         if rows is not None:
             rows = rows if rows.type == pa.int64() else rows.cast(pa.int64())  # (callers cast once per chunk)
@@ -129,8 +129,9 @@ class Chunk:
             return pa.array([_int(int(v)) if v is not None else None for v in arr.to_pylist()], pa.int64())
 
     @staticmethod
-    def _redo(arr: pa.Array, special: pa.Buffer, convert: Callable[[Any], Any], typ: pa.DataType,
-              cast_rest: bool = False) -> pa.Array:
+    def _redo(
+        arr: pa.Array, special: pa.Buffer, convert: Callable[[Any], Any], typ: pa.DataType, cast_rest: bool = False
+    ) -> pa.Array:
         """Values flagged by the scanner, from their decoded JSON: `convert(value)`."""
         flags = pa.Array.from_buffers(pa.uint8(), len(arr), [None, special])
         values = arr.to_pylist()
@@ -150,7 +151,7 @@ class Chunk:
 
     def raw_event(self, i: int) -> bytes:
         s = self._spans
-        return bytes(self.buf.view[s.ev_starts[i]: s.ev_starts[i] + s.ev_lens[i]])
+        return bytes(self.buf.view[s.ev_starts[i] : s.ev_starts[i] + s.ev_lens[i]])
 
     def events(self, rows: list[int] | None = None) -> list[Event]:
         """The events (all, or `rows`) decoded as the pure-Python reader gives them."""
@@ -244,20 +245,32 @@ class Scanner:
             return b
 
         buf = buffer(len(first))
-        buf.view[:len(first)] = first
+        buf.view[: len(first)] = first
         buf.used = len(first)
         del first
         pos, after, seen = 0, 0, 0
         while True:
             spans = self._pool[calls % _POOL]  # the next table only once a chunk used this one
-            consumed, n, err_pos, status, after = _ext.scan(buf.data, pos, buf.used, after, CAP, _TOP_NAMES, _ARGS_NAMES,
-                                                            spans.starts, spans.lens, spans.ev_starts, spans.ev_lens)
+            consumed, n, err_pos, status, after = _ext.scan(
+                buf.data,
+                pos,
+                buf.used,
+                after,
+                CAP,
+                _TOP_NAMES,
+                _ARGS_NAMES,
+                spans.starts,
+                spans.lens,
+                spans.ev_starts,
+                spans.ev_lens,
+            )
             if status == -2:
                 where = r.bytes_read - buf.used + err_pos
-                what = ("text that is not UTF-8" if err_pos < buf.used and buf.data[err_pos] >= 0x80
-                        else "corrupt JSON")
-                raise r._fail(f"{what} at byte {where} (in event #{seen + n}): "
-                              f"{bytes(buf.view[max(err_pos - 20, 0): min(err_pos + 20, buf.used)])!r}")
+                what = "text that is not UTF-8" if err_pos < buf.used and buf.data[err_pos] >= 0x80 else "corrupt JSON"
+                raise r._fail(
+                    f"{what} at byte {where} (in event #{seen + n}): "
+                    f"{bytes(buf.view[max(err_pos - 20, 0) : min(err_pos + 20, buf.used)])!r}"
+                )
             if n:
                 yield Chunk(self, spans, buf, n, seen)
                 buf.last = calls
@@ -265,14 +278,14 @@ class Scanner:
                 seen += n
             pos = consumed
             if status == 1:
-                self._trailer(f, bytes(buf.view[pos:buf.used]), seen)
+                self._trailer(f, bytes(buf.view[pos : buf.used]), seen)
                 return
             if n == CAP:
                 continue
             rest = buf.used - pos  # an event cut by the end of the read: the next buffer starts with it
             nxt = buffer(rest + r.chunk_bytes)
-            nxt.view[:rest] = buf.view[pos:buf.used]
-            got = r._readinto(f, nxt.view[rest:rest + r.chunk_bytes])
+            nxt.view[:rest] = buf.view[pos : buf.used]
+            got = r._readinto(f, nxt.view[rest : rest + r.chunk_bytes])
             if not got:
                 self._end_without_bracket(bytes(nxt.view[:rest]), seen)
                 return
@@ -304,5 +317,7 @@ class Scanner:
         r = self.reader
         if r.form == "array" and not rest.strip().rstrip(b",").strip():
             return  # the trace event format allows omitting the closing ']'
-        raise r._fail(f"truncated or corrupt JSON: the event array does not end properly (after {seen} events, "
-                      f"{r.bytes_read} bytes read)")
+        raise r._fail(
+            f"truncated or corrupt JSON: the event array does not end properly (after {seen} events, "
+            f"{r.bytes_read} bytes read)"
+        )

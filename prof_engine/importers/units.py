@@ -43,7 +43,9 @@ def us_text_to_ns(text: bytes | str | msgspec.Raw) -> int | None:
         except (InvalidOperation, UnicodeDecodeError, ValueError, OverflowError):  # OverflowError: 'inf'
             raise BadTime(f"not a time in µs: {s[:40].decode(errors='replace')!r}") from None
     if not _NS_MIN <= ns <= _NS_MAX:
-        raise BadTime(f"time out of range (ns beyond int64, ±292 years of 1970): {s[:40].decode(errors='replace')!r} µs")
+        raise BadTime(
+            f"time out of range (ns beyond int64, ±292 years of 1970): {s[:40].decode(errors='replace')!r} µs"
+        )
     return ns
 
 

@@ -96,8 +96,9 @@ def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
         pass
 
 
-def duckdb_connect(spill_dir: Path | None = None, memory_limit: str | None = None,
-                   threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def duckdb_connect(
+    spill_dir: Path | None = None, memory_limit: str | None = None, threads: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection set up for bounded-memory work (spills to `spill_dir`), with `threads`
     from the start (DuckDB would otherwise start one per core, and their stacks, first), and as
     many of its asynchronous I/O threads (DuckDB 2.0 starts four per core: 64 on 16 cores)."""
@@ -141,8 +142,18 @@ def staged_records(staging: Path) -> int:
     return sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
 
 
-_SIZE_UNITS = {"b": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE_UNITS = {
+    "b": 1,
+    "bytes": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def size_bytes(size: str) -> float | None:
@@ -169,8 +180,13 @@ def host_pass_memory_limit(limit: str, records: int) -> str:
     return f"{int(min(size, max(size * HOST_PASS_MEMORY_SHARE, records * HOST_PASS_BYTES_PER_RECORD)))}B"
 
 
-def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple[int, int, int]],
-                whole: bool = True, host_pass_limits: tuple[str, str] | None = None) -> set[str]:
+def stage_views(
+    con: duckdb.DuckDBPyConnection,
+    staging: Path,
+    files: list[tuple[int, int, int]],
+    whole: bool = True,
+    host_pass_limits: tuple[str, str] | None = None,
+) -> set[str]:
     """Set up `queries/store/finalize.sql` on `con` and run it (`stage.sql`, the host pass,
     `finalize.sql`, the lane pass, `fill.sql`, the fill pass, then `pair.sql`): `files` lists (file index, rank, offset ns)
     of the staged units; `staging/<table>/*.parquet` hold their records. Afterwards the views `final_<table>` hold the
@@ -180,11 +196,16 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
     is derived across a rank's records (`schema.derived_tables`, which have `final_<table>` views
     too, and slices' stream waits) is right; otherwise the waits are left NULL. `host_pass_limits`:
     DuckDB's memory limit during the host pass, and after it."""
-    con.register("_files_arrow", pa.table({
-        "file": pa.array([f[0] for f in files], pa.int32()),
-        "rank": pa.array([f[1] for f in files], pa.int32()),
-        "offset_ns": pa.array([f[2] for f in files], pa.int64()),
-    }))
+    con.register(
+        "_files_arrow",
+        pa.table(
+            {
+                "file": pa.array([f[0] for f in files], pa.int32()),
+                "rank": pa.array([f[1] for f in files], pa.int32()),
+                "offset_ns": pa.array([f[2] for f in files], pa.int64()),
+            }
+        ),
+    )
     con.execute("CREATE OR REPLACE TEMP TABLE files AS SELECT * FROM _files_arrow")
     # The same as scalar macros (NULL for a file not listed), for the final pass over the staged
     # slices: there a join with `files` made DuckDB hash the records instead of `files`.
@@ -203,12 +224,16 @@ def stage_views(con: duckdb.DuckDBPyConnection, staging: Path, files: list[tuple
         if staged:
             with_files.add(name)
             paths = ", ".join(literal(p) for p in staged)
-            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
-                        f"file_row_number AS _row FROM read_parquet([{paths}])")
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
+                f"file_row_number AS _row FROM read_parquet([{paths}])"
+            )
         else:
             con.register(f"_empty_{name}", table.arrow_schema.empty_table())
-            con.execute(f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, 0::UBIGINT AS _part, "
-                        f"0::BIGINT AS _row FROM _empty_{name}")
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, 0::UBIGINT AS _part, "
+                f"0::BIGINT AS _row FROM _empty_{name}"
+            )
     for name in FINALIZE_MACROS:
         con.execute((data_dir("queries") / name).read_text())
     con.execute(f"CREATE OR REPLACE MACRO finalize_whole() AS {str(bool(whole)).lower()}")
@@ -288,8 +313,10 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
         return {"devices": [], "steps": [], "start_ns": None, "end_ns": None}
     for name in ("_classify.sql", "store/manifest.sql"):
         con.execute((data_dir("queries") / name).read_text())
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({literal(f'{root}/slices/**/*.parquet')}, "
-                f"hive_partitioning=true, hive_types = {hive_types(files)})")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({literal(f'{root}/slices/**/*.parquet')}, "
+        f"hive_partitioning=true, hive_types = {hive_types(files)})"
+    )
     return _summary(con, "_written_slices")
 
 
@@ -302,8 +329,14 @@ class Finalized:
     summary: dict[str, Any]
 
 
-def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit: str | None = None,
-                  threads: int | None = None, label: str | None = None) -> Finalized:
+def finalize_unit(
+    unit: Path,
+    files: list[tuple[int, int, int]],
+    *,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+    label: str | None = None,
+) -> Finalized:
     """Finalise the records staged under `unit/staging/` into the tables under `unit/out/`.
 
     `files` lists (file index, rank, offset ns) of the units staged there (see `stage_views`).
@@ -332,13 +365,17 @@ def finalize_unit(unit: Path, files: list[tuple[int, int, int]], *, memory_limit
         # streamed through Arrow (copy_tables), DuckDB's errors arrive as an OSError
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
         if isinstance(e, duckdb.OutOfRangeException) or message.startswith("Out of Range Error"):
-            raise InputError(f"{label or unit}: a time or duration past what int64 ns hold (the year 2262; corrupt or "
-                             f"not a profiler's output?): {message}") from None
+            raise InputError(
+                f"{label or unit}: a time or duration past what int64 ns hold (the year 2262; corrupt or "
+                f"not a profiler's output?): {message}"
+            ) from None
         if not isinstance(e, duckdb.OutOfMemoryException) and not message.startswith("Out of Memory Error"):
             raise
         how = address_space_hint() or "pass a larger memory_limit to import_trace (e.g. '2GB')"
-        raise RunError(f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
-                       f"{limit}; {how} ({str(e).splitlines()[0]})") from None
+        raise RunError(
+            f"{label or unit}: finalising the import ran out of memory within DuckDB's limit of "
+            f"{limit}; {how} ({str(e).splitlines()[0]})"
+        ) from None
     finally:
         con.close()
     shutil.rmtree(staging, ignore_errors=True)
@@ -376,9 +413,12 @@ class Totals:
         """The manifest's `tables`, `devices`, `steps`, `start_ns` and `end_ns`."""
         return {
             "tables": dict(self.rows),
-            "devices": [{"rank": r, "device": d, "records": n, "tasks": t}
-                        for (r, d), (n, t) in sorted(self._devices.items())],
-            "steps": [{"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())],
+            "devices": [
+                {"rank": r, "device": d, "records": n, "tasks": t} for (r, d), (n, t) in sorted(self._devices.items())
+            ],
+            "steps": [
+                {"rank": r, "step": s, "start_ns": a, "end_ns": b} for (r, s), (a, b) in sorted(self._steps.items())
+            ],
             "start_ns": self._span[0],
             "end_ns": self._span[1],
         }
@@ -389,8 +429,11 @@ _PENDING = 4  # staged batches waiting to be written, at most
 # dictionaries only for the columns of few values (pyarrow would build one for args, times and ids
 # until it outgrew its limit); no statistics, which nothing reads; integers as deltas, as in the run
 # store (`column_encoding`), which makes the files ~30 % smaller and no slower to write.
-STAGING_OPTIONS: dict[str, Any] = {"compression": "lz4", "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
-                   "write_statistics": False}
+STAGING_OPTIONS: dict[str, Any] = {
+    "compression": "lz4",
+    "use_dictionary": ["device", "kind", "name", "category", "pid", "tid", "phase"],
+    "write_statistics": False,
+}
 
 
 class StagingSink:
@@ -478,9 +521,15 @@ class RunBuilder:
         """The directory import unit `index` stages into (`staging/`) and is finalised into (`out/`)."""
         return self.tmp / "_units" / f"{index:06d}"
 
-    def finalize(self, units: list[tuple[SourceFile, Finalized]], source_format: str,
-                 metadata: dict[str, Any] | None = None, skipped: list[dict[str, str]] | None = None,
-                 findings: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> Path:
+    def finalize(
+        self,
+        units: list[tuple[SourceFile, Finalized]],
+        source_format: str,
+        metadata: dict[str, Any] | None = None,
+        skipped: list[dict[str, str]] | None = None,
+        findings: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Path:
         """Move the finalised units' files into the run, write the manifest, publish the run.
 
         `units`: each unit's source and what `finalize_unit` made of it in `unit_dir(index)`.

@@ -117,8 +117,9 @@ class RunLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise RunError(f"{out}: another prof-engine process is writing this run; "
-                               f"wait for it, or write to another path") from None
+                raise RunError(
+                    f"{out}: another prof-engine process is writing this run; wait for it, or write to another path"
+                ) from None
             try:  # the holder before us may have removed the file we opened: lock the one at the path
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     break

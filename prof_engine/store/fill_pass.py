@@ -33,17 +33,31 @@ from prof_engine.errors import RunError
 SOURCES = ("_fill_host", "_fill_device", "_fill_steps")
 # The filled-in columns and their types; a column without one holds the code of an ENUM value (its
 # values in `_fill_dictionaries`), and becomes a dictionary column.
-COLUMNS = (("step", pa.int64()), ("depth", pa.int32()), ("parent_id", pa.int64()), ("self_dur", pa.int64()),
-           ("launch_id", pa.int64()), ("launch_name", None), ("launch_shapes", None), ("launch_types", None),
-           ("wait", pa.int64()), ("launch_api", None), ("launch_api_ts", pa.int64()), ("launch_api_dur", pa.int64()),
-           ("kind", None))
+COLUMNS = (
+    ("step", pa.int64()),
+    ("depth", pa.int32()),
+    ("parent_id", pa.int64()),
+    ("self_dur", pa.int64()),
+    ("launch_id", pa.int64()),
+    ("launch_name", None),
+    ("launch_shapes", None),
+    ("launch_types", None),
+    ("wait", pa.int64()),
+    ("launch_api", None),
+    ("launch_api_ts", pa.int64()),
+    ("launch_api_dur", pa.int64()),
+    ("kind", None),
+)
 # Rows of a window: its columns take ~90 B a row (values and validity), ~12 MB at 2^17.
 WINDOW_ROWS = 1 << 17
 BATCH_ROWS = 16_384
 # Read once, by the copy, and deleted with the staging files: uncompressed, as the host pass's, and
 # dictionaries only where the values are one (on the others they cost time to write for nothing).
-FILE_OPTIONS = {"compression": "none", "use_dictionary": [c for c, t in COLUMNS if t is None],
-                "write_statistics": False}
+FILE_OPTIONS = {
+    "compression": "none",
+    "use_dictionary": [c for c, t in COLUMNS if t is None],
+    "write_statistics": False,
+}
 
 
 def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> None:
@@ -54,11 +68,11 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     total = int(offsets[-1])
-    dictionaries = dict(zip([c for c, t in COLUMNS if t is None],
-                            con.execute("SELECT * FROM _fill_dictionaries").fetchall()[0]))
+    dictionaries = dict(
+        zip([c for c, t in COLUMNS if t is None], con.execute("SELECT * FROM _fill_dictionaries").fetchall()[0])
+    )
     schema = pa.schema([(c, t or pa.dictionary(pa.int32(), pa.string())) for c, t in COLUMNS])
-    windows = [_Window(start, min(start + WINDOW_ROWS, total), schema)
-               for start in range(0, total, WINDOW_ROWS)]
+    windows = [_Window(start, min(start + WINDOW_ROWS, total), schema) for start in range(0, total, WINDOW_ROWS)]
     spill = Path(path).with_suffix("") if len(windows) > 1 else None
     filled = 0
     try:
@@ -96,11 +110,14 @@ def fill_pass(con: duckdb.DuckDBPyConnection, staged: list[str], path: Path) -> 
             window.discard()
         if spill is not None and spill.exists():
             spill.rmdir()
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _fill AS SELECT file_row_number AS position, * "
-                f"FROM read_parquet({literal(path)})")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW _fill AS SELECT file_row_number AS position, * FROM read_parquet({literal(path)})"
+    )
     cases = " ".join(f"WHEN {part} THEN {int(offset)}" for part, offset in enumerate(offsets[:-1]))
-    con.execute(f"CREATE OR REPLACE TEMP MACRO fill_position(part, row) AS "
-                f"({f'CASE part {cases} END' if cases else 'NULL'})::BIGINT + row")
+    con.execute(
+        f"CREATE OR REPLACE TEMP MACRO fill_position(part, row) AS "
+        f"({f'CASE part {cases} END' if cases else 'NULL'})::BIGINT + row"
+    )
 
 
 def _send(windows: list[_Window], spill: Path, source: str, at: np.ndarray, columns: pa.RecordBatch) -> None:
@@ -171,8 +188,11 @@ class _Window:
             assert valid is not None  # made together with its values
             buffers = [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(values)]
             if pa.types.is_dictionary(field.type):
-                arrays.append(pa.DictionaryArray.from_arrays(pa.Array.from_buffers(pa.int32(), n, buffers),
-                                                             pa.array(dictionaries[field.name], pa.string())))
+                arrays.append(
+                    pa.DictionaryArray.from_arrays(
+                        pa.Array.from_buffers(pa.int32(), n, buffers), pa.array(dictionaries[field.name], pa.string())
+                    )
+                )
             else:
                 arrays.append(pa.Array.from_buffers(field.type, n, buffers))
         self._seen = None

@@ -34,8 +34,10 @@ from prof_engine._sql import literal
 SORTED = "SELECT * FROM _host_input ORDER BY rank, pid, tid, ts, dur DESC, id"
 THREAD = ("rank", "pid", "tid")
 # a step record may have no step number (NULL): records in its span then have none
-STEPS = ("SELECT rank::BIGINT, start_ns, end_ns, coalesce(step, 0), (step IS NOT NULL)::UTINYINT FROM _steps "
-         "ORDER BY rank, start_ns, step")
+STEPS = (
+    "SELECT rank::BIGINT, start_ns, end_ns, coalesce(step, 0), (step IS NOT NULL)::UTINYINT FROM _steps "
+    "ORDER BY rank, start_ns, step"
+)
 PASS_COLUMNS = ("rank", "ts", "dur", "id")  # what the pass reads after the lane, in this order
 ADDED = pa.schema([("step", pa.int64()), ("depth", pa.int32()), ("parent_id", pa.int64())])
 DROPPED = ("pid", "tid", "nests")  # what the pass reads that `_host` does not hold
@@ -65,8 +67,7 @@ def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             rank, ts, dur, ids = (_int64(batch.column(c)) for c in PASS_COLUMNS)
             added = state.run(lanes.of(batch), rank, ts, dur, ids, batch.column("nests").cast(pa.uint8()))
             keep = [c for c in batch.schema.names if c not in DROPPED]
-            out = pa.RecordBatch.from_arrays([batch.column(c) for c in keep] + added,
-                                             names=keep + ADDED.names)
+            out = pa.RecordBatch.from_arrays([batch.column(c) for c in keep] + added, names=keep + ADDED.names)
             if writer is None:
                 writer = pq.ParquetWriter(path, out.schema, **FILE_OPTIONS)
             writer.write_batch(out)
@@ -125,12 +126,20 @@ def _create_step_at(con: duckdb.DuckDBPyConnection, state: _NativePass | _Python
             steps = state.step_at(pc.fill_null(rank, 0), pc.fill_null(ts, 0))
             return pc.if_else(known, steps, pa.scalar(None, pa.int64()))
         return state.step_at(rank, ts)
+
     try:
         con.remove_function("step_at")
     except (duckdb.InvalidInputException, duckdb.CatalogException):
         pass  # none yet
-    con.create_function("step_at", step_at, ["BIGINT", "BIGINT"], "BIGINT", type=PythonUDFType.ARROW,
-                        null_handling=FunctionNullHandling.SPECIAL, side_effects=False)
+    con.create_function(
+        "step_at",
+        step_at,
+        ["BIGINT", "BIGINT"],
+        "BIGINT",
+        type=PythonUDFType.ARROW,
+        null_handling=FunctionNullHandling.SPECIAL,
+        side_effects=False,
+    )
 
 
 def _int64(column: pa.Array) -> pa.Array:
@@ -153,8 +162,9 @@ class _NativePass:
     def __init__(self, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array, known: pa.Array) -> None:
         from prof_engine._native import _ext
 
-        self.state = _ext.host_new(len(rank), _values(rank), _values(start), _values(end), _values(step),
-                                   _values(known, 1))
+        self.state = _ext.host_new(
+            len(rank), _values(rank), _values(start), _values(end), _values(step), _values(known, 1)
+        )
 
     def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:
         from prof_engine._native import _ext
@@ -164,19 +174,36 @@ class _NativePass:
         _ext.step_at(self.state, n, _values(rank), _values(ts), step, valid)
         return pa.Array.from_buffers(pa.int64(), n, [valid, step])
 
-    def run(self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array,
-            nests: pa.Array) -> list[pa.Array]:
+    def run(
+        self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array, nests: pa.Array
+    ) -> list[pa.Array]:
         from prof_engine._native import _ext
 
         n = len(ids)
         bits = (n + 7) // 8
         step, depth, parent = pa.allocate_buffer(8 * n), pa.allocate_buffer(4 * n), pa.allocate_buffer(8 * n)
         step_valid, depth_valid, parent_valid = (pa.allocate_buffer(bits) for _ in range(3))
-        _ext.host_pass(self.state, n, _values(lane), _values(rank), _values(ts), _values(dur), _values(ids),
-                       _values(nests, 1), step, step_valid, depth, depth_valid, parent, parent_valid)
-        return [pa.Array.from_buffers(pa.int64(), n, [step_valid, step]),
-                pa.Array.from_buffers(pa.int32(), n, [depth_valid, depth]),
-                pa.Array.from_buffers(pa.int64(), n, [parent_valid, parent])]
+        _ext.host_pass(
+            self.state,
+            n,
+            _values(lane),
+            _values(rank),
+            _values(ts),
+            _values(dur),
+            _values(ids),
+            _values(nests, 1),
+            step,
+            step_valid,
+            depth,
+            depth_valid,
+            parent,
+            parent_valid,
+        )
+        return [
+            pa.Array.from_buffers(pa.int64(), n, [step_valid, step]),
+            pa.Array.from_buffers(pa.int32(), n, [depth_valid, depth]),
+            pa.Array.from_buffers(pa.int64(), n, [parent_valid, parent]),
+        ]
 
 
 _INT64_MAX = (1 << 63) - 1  # where a record that would end past the clock's end ends, as in C
@@ -197,14 +224,16 @@ class _PythonPass:
         self.lane: int | None = None
         self.stack: list[tuple[int, int]] = []  # (end, id): the lane's records that may hold the next one
 
-    def run(self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array,
-            nests: pa.Array) -> list[pa.Array]:
+    def run(
+        self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array, nests: pa.Array
+    ) -> list[pa.Array]:
         steps: list[int | None] = []
         depths: list[int | None] = []
         parents: list[int | None] = []
         stack = self.stack
-        for ln, r, t, d, i, nest in zip(lane.to_pylist(), rank.to_pylist(), ts.to_pylist(), dur.to_pylist(),
-                                        ids.to_pylist(), nests.to_pylist()):
+        for ln, r, t, d, i, nest in zip(
+            lane.to_pylist(), rank.to_pylist(), ts.to_pylist(), dur.to_pylist(), ids.to_pylist(), nests.to_pylist()
+        ):
             if ln != self.lane:
                 self.lane = ln
                 stack.clear()
@@ -228,4 +257,3 @@ class _PythonPass:
         starts, ends, step_ids = self.steps.get(rank, _NO_STEPS)
         k = bisect.bisect_right(starts, ts) - 1
         return step_ids[k] if k >= 0 and ts < ends[k] else None
-

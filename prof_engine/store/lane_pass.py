@@ -24,12 +24,22 @@ from prof_engine._sql import literal
 from prof_engine.store.host_pass import BATCH_ROWS, FILE_OPTIONS, _int64, _Lanes, _values
 
 KEY = ("rank", "device", "step")
-SORTED = ("SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
-          "ORDER BY rank, device, step NULLS FIRST, s")
+SORTED = (
+    "SELECT rank, device, step, (type = 'Communication')::UTINYINT AS b, s, e FROM _lane_activity "
+    "ORDER BY rank, device, step NULLS FIRST, s"
+)
 # the lanes' names by number
 TYPES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
-SCHEMA = pa.schema([("rank", pa.int32()), ("device", pa.string()), ("step", pa.int64()), ("type", pa.string()),
-                    ("ts", pa.int64()), ("dur", pa.int64())])
+SCHEMA = pa.schema(
+    [
+        ("rank", pa.int32()),
+        ("device", pa.string()),
+        ("step", pa.int64()),
+        ("type", pa.string()),
+        ("ts", pa.int64()),
+        ("dur", pa.int64()),
+    ]
+)
 
 
 def lane_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -103,13 +113,21 @@ class _NativeLanes:
 
 
 def _outputs(room: int) -> list[pa.Buffer]:
-    return [pa.allocate_buffer(8 * room), pa.allocate_buffer(room), pa.allocate_buffer(8 * room),
-            pa.allocate_buffer(8 * room)]
+    return [
+        pa.allocate_buffer(8 * room),
+        pa.allocate_buffer(room),
+        pa.allocate_buffer(8 * room),
+        pa.allocate_buffer(8 * room),
+    ]
 
 
 def _rows(n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer, e: pa.Buffer) -> Rows:
-    return (pa.Array.from_buffers(pa.int64(), n, [None, key]), pa.Array.from_buffers(pa.int8(), n, [None, lane]),
-            pa.Array.from_buffers(pa.int64(), n, [None, s]), pa.Array.from_buffers(pa.int64(), n, [None, e]))
+    return (
+        pa.Array.from_buffers(pa.int64(), n, [None, key]),
+        pa.Array.from_buffers(pa.int8(), n, [None, lane]),
+        pa.Array.from_buffers(pa.int64(), n, [None, s]),
+        pa.Array.from_buffers(pa.int64(), n, [None, e]),
+    )
 
 
 class _PythonLanes:
@@ -217,8 +235,7 @@ class _PythonLanes:
     def _take(self) -> Rows:
         out, self.out = self.out, []
         key, lane, s, e = zip(*out) if out else ((), (), (), ())
-        return (pa.array(key, pa.int64()), pa.array(lane, pa.int8()), pa.array(s, pa.int64()),
-                pa.array(e, pa.int64()))
+        return (pa.array(key, pa.int64()), pa.array(lane, pa.int8()), pa.array(s, pa.int64()), pa.array(e, pa.int64()))
 
 
 def _write(writer: pq.ParquetWriter, keys: _Keys, rows: Rows) -> None:
@@ -226,8 +243,9 @@ def _write(writer: pq.ParquetWriter, keys: _Keys, rows: Rows) -> None:
     if not len(numbers):
         return
     rank, device, step = keys.values(numbers)
-    writer.write_batch(pa.RecordBatch.from_arrays([rank, device, step, _types().take(lane), ts, pc.subtract(end, ts)],
-                                                  schema=SCHEMA))
+    writer.write_batch(
+        pa.RecordBatch.from_arrays([rank, device, step, _types().take(lane), ts, pc.subtract(end, ts)], schema=SCHEMA)
+    )
 
 
 @cache

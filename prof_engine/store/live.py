@@ -49,8 +49,16 @@ class LiveRun:
     per rank that records into this run); `set_sources` replaces them as the writer learns more.
     """
 
-    def __init__(self, out: Path | str, *, sources: list[dict[str, Any]], source_format: str, force: bool = False,
-                 metadata: dict[str, Any] | None = None, manifest_interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        out: Path | str,
+        *,
+        sources: list[dict[str, Any]],
+        source_format: str,
+        force: bool = False,
+        metadata: dict[str, Any] | None = None,
+        manifest_interval_s: float = 1.0,
+    ) -> None:
         self.out = Path(out).absolute()
         self._claim(force)
         self.manifest_interval_s = manifest_interval_s
@@ -71,7 +79,10 @@ class LiveRun:
             "tables": dict(self._totals.rows),
             "metadata": dict(metadata or {}),
             "skipped": [],
-            "devices": [], "steps": [], "start_ns": None, "end_ns": None,
+            "devices": [],
+            "steps": [],
+            "start_ns": None,
+            "end_ns": None,
         }
         self.set_sources(sources)
         self._write_manifest()
@@ -125,7 +136,9 @@ class LiveRun:
     def _connection(self) -> duckdb.DuckDBPyConnection:
         """One DuckDB connection for every batch (connecting costs more than a small batch's SQL)."""
         if self._con is None:
-            self._con = duckdb_connect(self.out / PENDING / "spill", threads=1)  # the profiled program needs the cores more
+            self._con = duckdb_connect(
+                self.out / PENDING / "spill", threads=1
+            )  # the profiled program needs the cores more
         return self._con
 
     def __getstate__(self) -> dict[str, Any]:
@@ -180,7 +193,9 @@ def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         for name in schema.stored_tables():
             glob = str(run / name / "**" / "*.parquet")
             has_files = any((run / name).rglob("*.parquet")) if (run / name).is_dir() else False
-            rows[name] = int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0]) if has_files else 0
+            rows[name] = (
+                int(con.execute("SELECT count(*) FROM read_parquet(?)", [glob]).fetchall()[0][0]) if has_files else 0
+            )
         summary = summarise(con, run)
     finally:
         con.close()

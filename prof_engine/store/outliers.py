@@ -69,6 +69,10 @@ def drop_time_outliers(staging: Path, info: dict[str, Any]) -> int:
     assert first is not None  # set with the first row dropped
     name, at = first
     days = abs(at - center) / 86_400e9
-    add_finding(info, "values_out_of_range", len(dropped),
-                f"first: {name[:80]!r} at {at} ns, {days:,.0f} days from the file's median start: dropped")
+    add_finding(
+        info,
+        "values_out_of_range",
+        len(dropped),
+        f"first: {name[:80]!r} at {at} ns, {days:,.0f} days from the file's median start: dropped",
+    )
     return len(dropped)

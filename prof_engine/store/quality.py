@@ -48,8 +48,14 @@ def level(rule: str) -> str:
 _EVENTS = object()  # `add_finding`'s default whole: the source's events
 
 
-def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", device: str | None = None,
-                total: int | None | object = _EVENTS) -> None:
+def add_finding(
+    info: dict[str, Any],
+    rule: str,
+    count: int,
+    detail: str = "",
+    device: str | None = None,
+    total: int | None | object = _EVENTS,
+) -> None:
     """Record in a source's `info` that `count` records fell under `rule` (a key of RULES);
     `detail` says what and where in one line (e.g. the first offending name). Its share is of
     the source's events unless `total` names the whole (None: no share). Count 0 records
@@ -63,5 +69,12 @@ def add_finding(info: dict[str, Any], rule: str, count: int, detail: str = "", d
         if f["rule"] == rule and f.get("device") == device:
             f["count"] += int(count)
             return
-    found.append({"rule": rule, "count": int(count), "detail": detail, "device": device,
-                  **({} if total is _EVENTS else {"total": total})})
+    found.append(
+        {
+            "rule": rule,
+            "count": int(count),
+            "detail": detail,
+            "device": device,
+            **({} if total is _EVENTS else {"total": total}),
+        }
+    )

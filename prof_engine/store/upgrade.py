@@ -44,8 +44,9 @@ def needs_upgrade(manifest: dict[str, Any]) -> bool:
     return str(manifest.get("schema_version")) != schema.schema_version() or not finalised(manifest)
 
 
-def upgrade_run(run: Path | str, out: Path | str | None = None, *, force: bool = False,
-                memory_limit: str | None = None) -> Path:
+def upgrade_run(
+    run: Path | str, out: Path | str | None = None, *, force: bool = False, memory_limit: str | None = None
+) -> Path:
     """Rewrite the run at `run` as an import of today would store it (schema 2.0, every derived
     column); return its path. In place by default, atomically (the new run is written beside it,
     then swapped in, under the run's lock, as `import --force` does); to `out` instead if given
@@ -55,12 +56,16 @@ def upgrade_run(run: Path | str, out: Path | str | None = None, *, force: bool =
     manifest = load_manifest(src)
     version = str(manifest.get("schema_version", ""))
     if version.split(".")[0] not in ("1", schema.schema_version().split(".")[0]):
-        raise RunError(f"{src}: schema version {version or '?'} is not one this prof-engine upgrades "
-                       f"(1.x to {schema.schema_version()}); re-import the source")
+        raise RunError(
+            f"{src}: schema version {version or '?'} is not one this prof-engine upgrades "
+            f"(1.x to {schema.schema_version()}); re-import the source"
+        )
     if out is None:
         if manifest.get("state") == "recording":
-            raise RunError(f"{src}: still recording; upgrade it once its collector has closed it "
-                           f"(or write the upgrade elsewhere with -o OUT)")
+            raise RunError(
+                f"{src}: still recording; upgrade it once its collector has closed it "
+                f"(or write the upgrade elsewhere with -o OUT)"
+            )
         if not needs_upgrade(manifest):
             return src
         target, force = src, True
@@ -71,8 +76,15 @@ def upgrade_run(run: Path | str, out: Path | str | None = None, *, force: bool =
     return rebuild(src, manifest, target, force=force, memory_limit=memory_limit)
 
 
-def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = False,
-            memory_limit: str | None = None, extras: bool = True) -> Path:
+def rebuild(
+    src: Path,
+    manifest: dict[str, Any],
+    target: Path,
+    *,
+    force: bool = False,
+    memory_limit: str | None = None,
+    extras: bool = True,
+) -> Path:
     """Re-stage the run at `src` (whose manifest is `manifest`) rank by rank and finalise it into
     a run at `target` (see the module docstring). `extras`: what else the run directory holds
     (the collector's kept Kineto traces, `traces/`) goes with it, as hard links where it can."""
@@ -83,8 +95,11 @@ def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = 
     keep_nesting = (manifest.get("source") or {}).get("format") == COLLECTOR_FORMAT
     # the tables' files, listed once: a live run may publish more meanwhile (slices last), which
     # this snapshot leaves out
-    files = {name: sorted((src / name).rglob("*.parquet"), key=str) if (src / name).is_dir() else []
-             for name, t in schema.stored_tables().items() if not t.derived}
+    files = {
+        name: sorted((src / name).rglob("*.parquet"), key=str) if (src / name).is_dir() else []
+        for name, t in schema.stored_tables().items()
+        if not t.derived
+    }
     threads = max(1, min(os.cpu_count() or 1, FINALIZE_THREADS))
     with RunBuilder(target, force=force) as builder:
         units: list[tuple[SourceFile, Finalized]] = []
@@ -92,8 +107,9 @@ def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = 
             first = group[0]
             unit = builder.unit_dir(first.index)
             if _stage_rank(src, files, rank, unit / "staging", keep_nesting):
-                done = finalize_unit(unit, [(0, rank, 0)], memory_limit=memory_limit, threads=threads,
-                                     label=f"{src} (rank {rank})")
+                done = finalize_unit(
+                    unit, [(0, rank, 0)], memory_limit=memory_limit, threads=threads, label=f"{src} (rank {rank})"
+                )
             else:  # a rank without records (its source held none)
                 (unit / "out").mkdir(parents=True, exist_ok=True)
                 done = Finalized({}, dict(_EMPTY_SUMMARY))
@@ -105,9 +121,14 @@ def rebuild(src: Path, manifest: dict[str, Any], target: Path, *, force: bool = 
         if extras:
             _carry_extras(src, builder.tmp)
         extra = {"state": manifest["state"]} if "state" in manifest else {}
-        return builder.finalize(units, (manifest.get("source") or {}).get("format") or "unknown",
-                                manifest.get("metadata") or {}, skipped=manifest.get("skipped") or [],
-                                findings=manifest.get("findings") or [], extra=extra)
+        return builder.finalize(
+            units,
+            (manifest.get("source") or {}).get("format") or "unknown",
+            manifest.get("metadata") or {},
+            skipped=manifest.get("skipped") or [],
+            findings=manifest.get("findings") or [],
+            extra=extra,
+        )
 
 
 def _carry_extras(src: Path, into: Path) -> None:
@@ -152,15 +173,19 @@ def _stage_rank(src: Path, files: dict[str, list[Path]], rank: int, staging: Pat
             if not listed:
                 continue
             listing = "[" + ", ".join(literal(f) for f in listed) + "]"
-            con.execute(f"CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet({listing}, hive_partitioning = true, "
-                        f"union_by_name = true, hive_types = {hive_types(listed)}) WHERE rank = {int(rank)}")
+            con.execute(
+                f"CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet({listing}, hive_partitioning = true, "
+                f"union_by_name = true, hive_types = {hive_types(listed)}) WHERE rank = {int(rank)}"
+            )
             present = {r[0] for r in con.execute("DESCRIBE t").fetchall()}
             if not con.execute("SELECT count(*) FROM (SELECT 1 FROM t LIMIT 1)").fetchall()[0][0]:
                 continue
             (staging / name).mkdir(parents=True, exist_ok=True)
             target = staging / name / "upgrade.parquet"
-            con.execute(f"COPY (SELECT {_select(name, present, keep_nesting)} FROM t) TO {literal(str(target))} "
-                        f"(FORMAT parquet, COMPRESSION lz4)")
+            con.execute(
+                f"COPY (SELECT {_select(name, present, keep_nesting)} FROM t) TO {literal(str(target))} "
+                f"(FORMAT parquet, COMPRESSION lz4)"
+            )
             has_slices |= name == "slices"
         return has_slices
     except duckdb.Error as e:

@@ -58,9 +58,9 @@ class Settings:
 
     confidence: float = 0.95
     noise_floor: float = 0.02  # share of the baseline median
-    min_us: float = 1.0        # smallest time change that counts, µs per step
-    min_mb: float = 1.0        # smallest memory change that counts, MB
-    max_samples: int = 200     # per side and item; more are thinned (the interval only widens)
+    min_us: float = 1.0  # smallest time change that counts, µs per step
+    min_mb: float = 1.0  # smallest memory change that counts, MB
+    max_samples: int = 200  # per side and item; more are thinned (the interval only widens)
 
     def __post_init__(self) -> None:
         if not 0.5 <= self.confidence < 1:
@@ -74,14 +74,17 @@ class Settings:
 
     def method(self) -> str:
         """The rule, in one paragraph, as printed with every comparison."""
-        return (f"Hodges–Lehmann shift (median of the run − baseline differences between samples of the same "
-                f"rank) with a {self.confidence:.0%} confidence interval from the rank-stratified Mann–Whitney test, "
-                f"over one sample per rank, device and step; an item with too few samples for that interval is "
-                f"inconclusive. A change counts only when its whole interval lies beyond the noise floor "
-                f"max({self.noise_floor:.0%} of the baseline median, {self.min_us:g} µs/step; {self.min_mb:g} MB for "
-                f"memory) and the Benjamini–Hochberg q-value of its p-value (same test, against the floor), "
-                f"adjusted within each level, is at most {1 - self.confidence:.0%}: a false discovery rate of "
-                f"{1 - self.confidence:.0%} per level. Ops whose input shapes changed are matched by name.")
+        return (
+            f"Hodges–Lehmann shift (median of the run − baseline differences between samples of the same "
+            f"rank) with a {self.confidence:.0%} confidence interval from the rank-stratified Mann–Whitney test, "
+            f"over one sample per rank, device and step; an item with too few samples for that interval is "
+            f"inconclusive. A change counts only when its whole interval lies beyond the noise floor "
+            f"max({self.noise_floor:.0%} of the baseline median, {self.min_us:g} µs/step; {self.min_mb:g} MB for "
+            f"memory) and the Benjamini–Hochberg q-value of its p-value (same test, against the floor), "
+            f"adjusted within each level, is at most {1 - self.confidence:.0%}: a false discovery rate of "
+            f"{1 - self.confidence:.0%} per level. Ops whose input shapes changed are matched by name."
+        )
+
 
 @cache
 def _sql(name: str) -> ViewDef:
@@ -153,8 +156,10 @@ class Batch:
         self._execute(_sql("_shift"))
         self._execute(_sql("_report"))
         s = settings
-        query = self.con.sql("SELECT * FROM compare_report(?, ?, ?, ?, ?)",
-                             params=[s.z, s.noise_floor, s.min_us, s.min_mb, s.max_samples])
+        query = self.con.sql(
+            "SELECT * FROM compare_report(?, ?, ?, ?, ?)",
+            params=[s.z, s.noise_floor, s.min_us, s.min_mb, s.max_samples],
+        )
         return query.to_arrow_table()
 
     def _gather(self, levels: list[str]) -> None:
@@ -163,8 +168,10 @@ class Batch:
             for i in range(len(self.labels)):
                 self.con.execute(f"SET schema = 'run_{i}'")
                 if i == 0:
-                    self.con.execute("CREATE OR REPLACE TABLE main.compare_samples AS "
-                                     "SELECT 0 AS run, * FROM _compare_step() WITH NO DATA")
+                    self.con.execute(
+                        "CREATE OR REPLACE TABLE main.compare_samples AS "
+                        "SELECT 0 AS run, * FROM _compare_step() WITH NO DATA"
+                    )
                 for level in levels:  # names from LEVELS, never from input
                     self.con.execute(f"INSERT INTO main.compare_samples SELECT {i}, * FROM _compare_{level}()")
         except duckdb.Error as e:
@@ -229,8 +236,13 @@ class Comparison(Result):
         return f"<Comparison of {', '.join(self.runs)} with {self.baseline}: {len(self)} rows, {changed} changed>"
 
 
-def compare(baseline: RunLike, *candidates: RunLike, levels: Sequence[str] = LEVELS,
-            confidence: float = 0.95, noise_floor: float = 0.02) -> Comparison:
+def compare(
+    baseline: RunLike,
+    *candidates: RunLike,
+    levels: Sequence[str] = LEVELS,
+    confidence: float = 0.95,
+    noise_floor: float = 0.02,
+) -> Comparison:
     """Compare each candidate run with the baseline at every level (see the module docstring); QueryError
     when a run shares no item with the baseline.
 
@@ -261,8 +273,17 @@ def _require_common(table: pa.Table, meta: _Meta) -> None:
             continue
         levels = ", ".join(meta.levels)
         only_base, only_run = mine.count("removed"), mine.count("added")
-        why = ("neither has any" if not only_base and not only_run else f"{run} has none" if not only_run else f"{meta.baseline} has none" if not only_base
-               else f"{only_base} only in {meta.baseline}, {only_run} only in {run}")
-        raise QueryError(f"{run} and {meta.baseline} have nothing in common to compare: no item of the levels "
-                         f"{levels} is in both ({why}); check that both runs recorded the same program and that "
-                         f"their ops are classified (prof-engine info RUN)")
+        why = (
+            "neither has any"
+            if not only_base and not only_run
+            else f"{run} has none"
+            if not only_run
+            else f"{meta.baseline} has none"
+            if not only_base
+            else f"{only_base} only in {meta.baseline}, {only_run} only in {run}"
+        )
+        raise QueryError(
+            f"{run} and {meta.baseline} have nothing in common to compare: no item of the levels "
+            f"{levels} is in both ({why}); check that both runs recorded the same program and that "
+            f"their ops are classified (prof-engine info RUN)"
+        )

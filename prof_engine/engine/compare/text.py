@@ -63,14 +63,22 @@ def wide(cmp: Comparison) -> pa.Table:
 
     keyed: dict[tuple, dict[str, Any]] = {}
     for r in cmp.arrow().to_pylist():
-        w = keyed.setdefault(tuple(r[k] for k in KEY), {**{k: r[k] for k in KEY}, "Unit": r["Unit"],
-                                                        "Base Median": None, "_impact": 0.0})
+        w = keyed.setdefault(
+            tuple(r[k] for k in KEY), {**{k: r[k] for k in KEY}, "Unit": r["Unit"], "Base Median": None, "_impact": 0.0}
+        )
         w["Base Median"] = w["Base Median"] if w["Base Median"] is not None else r["Base Median"]
         w["_impact"] = max(w["_impact"], abs(r["Delta"] or 0.0))
-        w.update({f"{r['Run']} Median": r["Run Median"], f"{r['Run']} Delta(%)": r["Delta(%)"],
-                  f"{r['Run']} Status": r["Status"]})
+        w.update(
+            {
+                f"{r['Run']} Median": r["Run Median"],
+                f"{r['Run']} Delta(%)": r["Delta(%)"],
+                f"{r['Run']} Status": r["Status"],
+            }
+        )
     rows = sorted(keyed.values(), key=lambda w: (LEVELS.index(w["Level"]), -w["_impact"]))
-    columns = [*KEY, "Unit", "Base Median"] + [f"{run} {c}" for run in cmp.runs for c in ("Median", "Delta(%)", "Status")]
+    columns = [*KEY, "Unit", "Base Median"] + [
+        f"{run} {c}" for run in cmp.runs for c in ("Median", "Delta(%)", "Status")
+    ]
     return pa.table({c: [w.get(c) for w in rows] for c in columns})
 
 
@@ -79,8 +87,13 @@ def _single_row(r: dict[str, Any], level: str) -> list[str]:
     cells = [r["Item"], r["Device Type"]]
     if level not in ("step", "communication"):
         cells.append(r["Detail"])
-    cells += [f"{_num(r['Base Median'])} ± {_num(r['Base Spread'])}", f"{_num(r['Run Median'])} ± {_num(r['Run Spread'])}",
-              _num(r["Delta"], True), ci, _pct(r["Delta(%)"])]
+    cells += [
+        f"{_num(r['Base Median'])} ± {_num(r['Base Spread'])}",
+        f"{_num(r['Run Median'])} ± {_num(r['Run Spread'])}",
+        _num(r["Delta"], True),
+        ci,
+        _pct(r["Delta(%)"]),
+    ]
     if level not in ("step", "memory"):
         cells.append(f"{_calls(r['Base Calls'])} → {_calls(r['Run Calls'])}")
     return cells + [r["Status"]]
@@ -118,14 +131,20 @@ def level_tables(cmp: Comparison, top: int = 10) -> list[TextTable]:
         if single:
             headers = _single_headers(level, cmp.settings.confidence)
             cells = [_single_row(r, level) for r in shown]
-            changed = sum(r["Status"] not in UNCHANGED for r in mine[len(shown):])
+            changed = sum(r["Status"] not in UNCHANGED for r in mine[len(shown) :])
         else:
             detail = level not in ("step", "communication")
             headers = ["Item", "Where"] + (["Detail"] if detail else []) + ["Base"] + list(cmp.runs)
-            cells = [[w["Item"], w["Device Type"]] + ([w["Detail"]] if detail else []) + [_num(w["Base Median"])]
-                     + [_wide_cell(w, run) for run in cmp.runs] for w in shown]
-            changed = sum(any(w.get(f"{run} Status") not in (None, *UNCHANGED) for run in cmp.runs)
-                          for w in mine[len(shown):])
+            cells = [
+                [w["Item"], w["Device Type"]]
+                + ([w["Detail"]] if detail else [])
+                + [_num(w["Base Median"])]
+                + [_wide_cell(w, run) for run in cmp.runs]
+                for w in shown
+            ]
+            changed = sum(
+                any(w.get(f"{run} Status") not in (None, *UNCHANGED) for run in cmp.runs) for w in mine[len(shown) :]
+            )
         title = f"{TITLES[level]}, {_unit(level)}"
         tables.append(TextTable(title, headers, cells, len(mine) - len(shown), changed))
     return tables
@@ -134,8 +153,11 @@ def level_tables(cmp: Comparison, top: int = 10) -> list[TextTable]:
 def _headline(r: dict[str, Any]) -> str:
     """`step time +9.9% (slower, CI +8.3% … +11.1%)` for a Step Time row."""
     base = abs(r["Base Median"] or 0)
-    ci = "" if r["CI Low"] is None or not base else \
-        f", {_pct(r['CI Low'] / base * 100)} … {_pct(r['CI High'] / base * 100)}"
+    ci = (
+        ""
+        if r["CI Low"] is None or not base
+        else f", {_pct(r['CI Low'] / base * 100)} … {_pct(r['CI High'] / base * 100)}"
+    )
     status = r["Status"]
     if status == "inconclusive":
         status = f"inconclusive: {r['Base N']} vs {r['Run N']} samples"
@@ -173,6 +195,7 @@ def verdict(cmp: Comparison) -> str:
 
 def _sample_sizes(rows: list[dict[str, Any]]) -> str:
     """`3 vs 3 samples per item`, or the range where items differ."""
+
     def span(values: set[int]) -> str:
         return f"{min(values)}" if len(values) == 1 else f"{min(values)}–{max(values)}"
 
@@ -185,11 +208,19 @@ def _md_escape(text: str) -> str:
 
 def markdown(cmp: Comparison, top: int = 10) -> str:
     """The comparison as Markdown: the verdict, one table per level, the statistics rule."""
-    parts = [f"**Compared with {_md_escape(cmp.baseline)}**: " + "; ".join(cmp.runs), "",
-             *(f"- {_md_escape(line)}" for line in verdict(cmp).splitlines()), ""]
+    parts = [
+        f"**Compared with {_md_escape(cmp.baseline)}**: " + "; ".join(cmp.runs),
+        "",
+        *(f"- {_md_escape(line)}" for line in verdict(cmp).splitlines()),
+        "",
+    ]
     for t in level_tables(cmp, top):
-        parts += [f"### {t.title}", "", "| " + " | ".join(t.headers) + " |",
-                  "|" + "|".join("---" for _ in t.headers) + "|"]
+        parts += [
+            f"### {t.title}",
+            "",
+            "| " + " | ".join(t.headers) + " |",
+            "|" + "|".join("---" for _ in t.headers) + "|",
+        ]
         parts += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in t.rows]
         if t.hidden:
             parts.append(f"\n… {t.hidden} more rows ({t.hidden_changed} changed)")

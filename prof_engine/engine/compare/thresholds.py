@@ -35,9 +35,12 @@ if TYPE_CHECKING:
 
 _PATTERN = re.compile(
     r"^\s*(?P<metric>[a-z_]+)(?:\[(?P<item>[^\]]+)\])?\s*(?P<op>[<>])\s*"
-    r"(?P<amount>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>%|us|ms|MB)\s*$")
+    r"(?P<amount>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?P<unit>%|us|ms|MB)\s*$"
+)
 LEVEL_NAMES = ("step", "op_type", "op", "api", "communication", "memory")
-GRAMMAR_HINT = "write METRIC > AMOUNT or METRIC < AMOUNT, e.g. 'step_time > +5%', 'op_type[aten::mm] > +20us', 'memory > +100MB'"
+GRAMMAR_HINT = (
+    "write METRIC > AMOUNT or METRIC < AMOUNT, e.g. 'step_time > +5%', 'op_type[aten::mm] > +20us', 'memory > +100MB'"
+)
 
 
 @dataclass(frozen=True)
@@ -74,16 +77,21 @@ def parse_threshold(text: str) -> Threshold:
     if metric == "step_time" and item is None:
         metric, item = "step", "Step Time"
     if metric not in LEVEL_NAMES:
-        raise ThresholdError(f"threshold {text!r}: unknown metric {metric!r}; use step_time or a level: "
-                             f"{', '.join(LEVEL_NAMES)} (optionally with [item])")
+        raise ThresholdError(
+            f"threshold {text!r}: unknown metric {metric!r}; use step_time or a level: "
+            f"{', '.join(LEVEL_NAMES)} (optionally with [item])"
+        )
     if (unit == "MB") != (metric == "memory") and unit != "%":
-        raise ThresholdError(f"threshold {text!r}: {unit} does not measure {metric}; "
-                             f"use % or {'MB' if metric == 'memory' else 'us or ms'}")
+        raise ThresholdError(
+            f"threshold {text!r}: {unit} does not measure {metric}; "
+            f"use % or {'MB' if metric == 'memory' else 'us or ms'}"
+        )
     return Threshold(text.strip(), metric, item.strip() if item else None, m["op"] == ">", float(m["amount"]), unit)
 
 
 def _describe(row: dict[str, Any], t: Threshold) -> str:
     """`Step Time +81.0% (slower, CI +74.7% … +84.7%) in wide`: the row, in the threshold's unit."""
+
     def fmt(v: float) -> str:
         return f"{v:+.1f}%" if t.unit == "%" else f"{v:+,.4g} {t.unit}"
 
