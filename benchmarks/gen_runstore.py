@@ -3,7 +3,7 @@
 Importing a JSON trace of 10 M device records would take ~9 GB of JSON and an hour; this writes
 the run store itself with DuckDB (`range()` and arithmetic), through prof-engine's own partition
 writer (`store.builder.copy_tables`, `summarise`), so the layout and file schemas are exactly an
-import's: `<table>/device=<d>/part-*.parquet` (the step a column) plus `manifest.json`.
+import's: `<table>/rank=<r>/device=<d>/part-*.parquet` (the step a column) plus `manifest.json`.
 
 The model: `ranks` ranks of a data-parallel transformer training job, one GPU each (`gpu<rank>`),
 `steps` steps of `blocks` layers each. A layer is a fixed op tree (`BLOCK`): forward ops on the

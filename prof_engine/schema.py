@@ -144,7 +144,7 @@ def reference_markdown() -> str:
         "`python -m prof_engine.docs`; do not edit by hand.",
         "",
         "A run is a directory: `manifest.json` plus one hive-partitioned Parquet dataset per table, "
-        "`<table>/device=<d>/part-*.parquet`, the step a column (NULL: outside every step). A device's "
+        "`<table>/rank=<r>/device=<d>/part-*.parquet`, the step a column (NULL: outside every step). A device's "
         "files each hold a range of steps, in step order, so a step filter skips the others by their "
         "statistics. Runs of schema 1.x are read only by `prof-engine upgrade`, which rewrites them in "
         "this layout. Times are int64 ns since the Unix epoch; durations int64 ns.",

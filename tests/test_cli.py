@@ -83,12 +83,12 @@ def csv_out(work, run) -> Path:
 
 
 def test_import_writes_hive_partitioned_run(run, run_proc):
-    """`import DIR -o run` makes manifest.json and slices/device=*/part-*.parquet."""
+    """`import DIR -o run` makes manifest.json and slices/rank=*/device=*/part-*.parquet."""
     assert run_proc.stdout == ""
     assert (run / "manifest.json").is_file()
-    parts = list(run.glob("slices/device=*/part-*.parquet"))
+    parts = list(run.glob("slices/rank=*/device=*/part-*.parquet"))
     assert parts
-    assert {p.parent.name for p in parts} >= {"device=gpu0", "device=gpu1"}
+    assert {p.parent.relative_to(run / "slices").as_posix() for p in parts} >= {"rank=0/device=gpu0", "rank=1/device=gpu1"}
 
 
 def test_run_readable_by_plain_duckdb(run):

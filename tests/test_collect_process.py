@@ -43,7 +43,7 @@ for step in range(100_000):
 def published_steps(run: Path) -> set[int]:
     """The steps whose step record is in a published slices file (files appear whole, by rename)."""
     steps = set()
-    for f in run.glob("slices/device=host/part-*.parquet"):
+    for f in run.glob("slices/rank=*/device=host/part-*.parquet"):
         t = pq.read_table(f, columns=["kind", "step"])
         steps |= {s for k, s in zip(t.column("kind").to_pylist(), t.column("step").to_pylist()) if k == "step"}
     return steps

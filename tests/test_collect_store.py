@@ -48,7 +48,7 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
     for index, steps in ((2, [0]), (3, [1, 2])):
         live.publish(*stage(live, index, steps))
     files = sorted((tmp_path / "run").rglob("*.parquet"))
-    assert {p.relative_to(tmp_path / "run").parent.as_posix() for p in files} == {"slices/device=host"}
+    assert {p.relative_to(tmp_path / "run").parent.as_posix() for p in files} == {"slices/rank=0/device=host"}
     # a file per published batch, each holding its batch's whole steps
     assert sorted(sorted(set(pq.read_table(f, columns=["step"]).column(0).to_pylist())) for f in files) == [[0], [1, 2]]
     live.close({"k": "v"})

@@ -65,7 +65,7 @@ def recorded(tmp_path_factory):
 
 def _file_steps(run: Path, table: str, device: str) -> set[int]:
     """The steps the files of `table` on `device` hold (NULL: outside every step, left out)."""
-    return {s for f in run.glob(f"{table}/{device}/part-*.parquet")
+    return {s for f in run.glob(f"{table}/rank=*/{device}/part-*.parquet")
             for s in pq.read_table(f, columns=["step"]).column(0).to_pylist() if s is not None}
 
 

@@ -33,7 +33,7 @@ def test_host_records_take_the_host_step_not_the_shorter_device_copy(tmp_path):
         assert rows == [(name, n) for n in (1, 2) for name in
                         ("aten::mm", "cudaLaunchKernel", "autograd::engine::evaluate_function: MmBackward0", "aten::add_")]
         assert run.sql("SELECT step FROM slices WHERE kind = 'kernel' ORDER BY ts").rows() == [(1,), (2,)]
-        assert not list((run.path / "slices" / "device=host").glob("step=__HIVE_DEFAULT_PARTITION__"))
+        assert not list((run.path / "slices").glob("rank=*/device=host/step=__HIVE_DEFAULT_PARTITION__"))
 
 
 def test_device_step_ranges_define_steps_when_the_host_has_none(tmp_path):

@@ -1,6 +1,6 @@
-"""The run store's files: hive partitions by device (and by step, for runs written before slices
-lost their step directories), holding the canonical columns with their schema types, written by
-`store.partitions.PartitionWriter` whatever order records come in."""
+"""The run store's files: hive partitions by rank and device (and by step, for runs written before
+slices lost their step directories), holding the canonical columns with their schema types, written
+by `store.partitions.PartitionWriter` whatever order records come in."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ from prof_engine import QueryError, schema
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, partition_dir
 
 
+def _ranks(n: int, rank: int = 0) -> pa.Array:
+    return pa.array([rank] * n, pa.int32())
+
+
 def test_partition_files_hold_the_schema_types(tmp_path):
     step = x("ProfilerStep#3", 0, 100, cat="user_annotation")
     events = [step, x("aten::linear", 1, 50, **{"External id": 7}), x("aten::addmm", 2, 40, **{"External id": 8}),
@@ -28,7 +32,8 @@ def test_partition_files_hold_the_schema_types(tmp_path):
               {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 20}]
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     for name, table in schema.stored_tables().items():
-        expected = {c.name: c.arrow_type for c in table.columns if c.name not in table.partition_keys}
+        # rank and the partition keys are directory levels, not columns of the files
+        expected = {c.name: c.arrow_type for c in table.columns if c.name not in ("rank", *table.partition_keys)}
         for path in (run / name).rglob("*.parquet"):
             found = pq.read_schema(path)
             assert {f.name: f.type for f in found} == expected, path
@@ -54,7 +59,8 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
     values = [rng.choice([None, 0, -1, 2**63 - 1, -2**63, rng.randrange(-2**40, 2**40)]) for _ in range(5000)]
     with ThreadPoolExecutor(1) as pool:
         writer = PartitionWriter(tmp_path / "t", pool)
-        writer.write(pa.record_batch({"device": ["host"] * len(values), "step": pa.nulls(len(values), pa.int64()),
+        writer.write(pa.record_batch({"rank": _ranks(len(values)), "device": ["host"] * len(values),
+                                      "step": pa.nulls(len(values), pa.int64()),
                                       "ts": pa.array(values, pa.int64())}))
         writer.close()
     [path] = (tmp_path / "t").rglob("*.parquet")
@@ -65,11 +71,12 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
 def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
     devices = ["host", "gpu0", "npu:1", "a/b", "..", "a=b", "a b", "%2F", "é", "~_-.", "'\""]
     con = duckdb.connect()
-    con.execute("CREATE TABLE t AS SELECT unnest(?) AS device, 3::BIGINT AS step, 1 AS v", [devices])
-    con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (device, step))")
+    con.execute("CREATE TABLE t AS SELECT 2 AS rank, unnest(?) AS device, 3::BIGINT AS step, 1 AS v", [devices])
+    con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (rank, device, step))")
     written = {str(p.parent.relative_to(tmp_path / "duckdb")) for p in (tmp_path / "duckdb").rglob("*.parquet")}
-    assert written == {partition_dir(d, 3) for d in devices}
-    assert partition_dir("host", None) == "device=host/step=__HIVE_DEFAULT_PARTITION__"
+    assert written == {partition_dir(2, d, 3) for d in devices}
+    assert partition_dir(0, "host", None) == "rank=0/device=host/step=__HIVE_DEFAULT_PARTITION__"
+    assert partition_dir(0, "host", keys=("device",)) == "rank=0/device=host"
 
 
 def test_records_in_any_order_land_in_their_partitions(tmp_path):
@@ -78,8 +85,9 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
     rng = random.Random(1)
     rows = [("host" if i % 3 else "gpu/0", None if i % 7 == 0 else i % 11, i, f"op{i % 5}" * 20) for i in range(20_000)]
     rng.shuffle(rows)
-    table = pa.table({"device": [r[0] for r in rows], "step": pa.array([r[1] for r in rows], pa.int64()),
-                      "id": [r[2] for r in rows], "name": [r[3] for r in rows]})
+    table = pa.table({"rank": _ranks(len(rows)), "device": [r[0] for r in rows],
+                      "step": pa.array([r[1] for r in rows], pa.int64()), "id": [r[2] for r in rows],
+                      "name": [r[3] for r in rows]})
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10)
         for batch in table.to_batches(max_chunksize=1000):
@@ -107,7 +115,8 @@ def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path,
 
     monkeypatch.setattr(partitions._File, "write", slow)
     n = 40_000
-    table = pa.table({"device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)], "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
+    table = pa.table({"rank": _ranks(n), "device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)],
+                      "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
                       "name": [f"op{i}" * 8 for i in range(n)]})
     budget, held = 256 << 10, []
     with ThreadPoolExecutor(2) as pool:
@@ -126,7 +135,8 @@ def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tm
     layout before schema 1.1 ends; a device's records stop): records of it that come later go to
     a file of their own, and the dataset holds every record once."""
     def batch(device, ids):
-        return pa.record_batch({"device": [device] * len(ids), "step": pa.array([1] * len(ids), pa.int64()),
+        return pa.record_batch({"rank": _ranks(len(ids)), "device": [device] * len(ids),
+                                "step": pa.array([1] * len(ids), pa.int64()),
                                 "id": pa.array(ids, pa.int64())})
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, keys=("device",))
@@ -135,20 +145,20 @@ def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tm
             writer.write(batch("gpu0", [10 + i]))
         writer.write(batch("host", [2]))
         assert writer.close() == 7
-    host = sorted((tmp_path / "t" / "device=host").glob("part-*.parquet"))
-    assert len(host) == 2 and len(list((tmp_path / "t" / "device=gpu0").glob("part-*.parquet"))) == 1
+    host = sorted((tmp_path / "t" / "rank=0" / "device=host").glob("part-*.parquet"))
+    assert len(host) == 2 and len(list((tmp_path / "t" / "rank=0" / "device=gpu0").glob("part-*.parquet"))) == 1
     assert sorted(pq.read_table(host[0]).column("id").to_pylist() + pq.read_table(host[1]).column("id").to_pylist()) == [0, 1, 2]
 
 
 def test_large_partition_is_written_in_row_groups(tmp_path):
     n = 300_000
-    table = pa.table({"device": ["host"] * n, "step": pa.array([1] * n, pa.int64()), "id": range(n)})
+    table = pa.table({"rank": _ranks(n), "device": ["host"] * n, "step": pa.array([1] * n, pa.int64()), "id": range(n)})
     with ThreadPoolExecutor(1) as pool:
         writer = PartitionWriter(tmp_path / "t", pool)
         for batch in table.to_batches(max_chunksize=16_384):
             writer.write(batch)
         writer.close()
-    (path,) = Path(tmp_path / "t" / "device=host" / "step=1").glob("part-*.parquet")
+    (path,) = Path(tmp_path / "t" / "rank=0" / "device=host" / "step=1").glob("part-*.parquet")
     meta = pq.read_metadata(path)
     assert meta.num_rows == n and meta.num_row_groups == 3
 
@@ -167,11 +177,10 @@ def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
     files = sorted((tmp_path / "t").rglob("part-*.parquet"))
     assert len(files) == 6
     for f in files:
-        back = pq.read_table(f)
-        ranks, ids = set(back.column("rank").to_pylist()), back.column("id").to_pylist()
-        assert len(ranks) == 1 and ids == list(range(150_000)) and pq.read_metadata(f).num_row_groups == 2
-    assert {(f.parent.name, pq.read_table(f).column("rank")[0].as_py()) for f in files} == {
-        (partition_dir(d, keys=("device",)), r) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")}
+        assert pq.read_table(f).column("id").to_pylist() == list(range(150_000))
+        assert pq.read_metadata(f).num_row_groups == 2 and pq.read_schema(f).names == ["id"]
+    assert {f.parent.relative_to(tmp_path / "t").as_posix() for f in files} == {
+        partition_dir(r, d, keys=("device",)) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")}
 
 
 def _two_step_run(tmp_path):
@@ -183,12 +192,14 @@ def _two_step_run(tmp_path):
     return prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
 
 
-def test_tables_have_files_per_device_with_the_step_inside(tmp_path):
+def test_tables_have_files_per_rank_and_device_with_the_step_inside(tmp_path):
     """A directory per step would cost a file each (~1 ms) for a step's few hundred records: every
-    table has files per device, its step a column, and a step filter still reaches every table."""
+    table has files per rank and device, its step a column, and a step filter still reaches every
+    table."""
     run = _two_step_run(tmp_path)
     for table in ("flows", "slices"):
-        assert {p.relative_to(run / table).parent.as_posix() for p in (run / table).rglob("*.parquet")} == {"device=host"}
+        assert {p.relative_to(run / table).parent.as_posix() for p in (run / table).rglob("*.parquet")} == {
+            "rank=0/device=host"}
     with prof_engine.open(run) as r:
         assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
         assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
@@ -202,14 +213,14 @@ def test_a_partition_is_one_file_of_row_groups_of_whole_step_ranges_in_order(tmp
     than a row group), whose row groups each hold a contiguous range of steps (so a step filter
     skips them by their statistics), and together all the records."""
     n = 40_000
-    table = pa.table({"device": ["host"] * n, "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
+    table = pa.table({"rank": _ranks(n), "device": ["host"] * n, "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
                       "id": range(n), "name": [f"op{i % 13}" * 8 for i in range(n)]})
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=256 << 10, keys=("device",))
         for batch in table.to_batches(max_chunksize=2_000):
             writer.write(batch)
         assert writer.close() == n
-    (file,) = (tmp_path / "t" / "device=host").glob("part-*.parquet")
+    (file,) = (tmp_path / "t" / "rank=0" / "device=host").glob("part-*.parquet")
     f = pq.ParquetFile(file)
     steps = [f.read_row_group(i, columns=["step"]).column(0).to_pylist() for i in range(f.num_row_groups)]
     ranges = [(min(s), max(s)) for s in steps]
@@ -225,9 +236,9 @@ def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
         for p in (run / table).rglob("*.parquet"):
             p.unlink()
         with ThreadPoolExecutor(1) as pool:
-            writer = PartitionWriter(run / table, pool)  # the old layout: (device, step)
-            writer.write(data.append_column("device", pa.array(["host"] * len(data))).select(
-                ["device", *data.column_names]).to_batches()[0])
+            writer = PartitionWriter(run / table, pool)  # the old layout's levels: (device, step)
+            data = data.append_column("rank", _ranks(len(data))).append_column("device", pa.array(["host"] * len(data)))
+            writer.write(data.to_batches()[0])
             writer.close()
         assert {p.parent.name for p in (run / table).rglob("*.parquet")} == {"step=1", "step=2"}
     with prof_engine.open(run) as r:

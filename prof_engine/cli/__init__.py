@@ -43,6 +43,7 @@ def _main(
 
 RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
 StepsOpt = Annotated[list[int] | None, typer.Option("--step", "-s", help="Only these steps (repeatable).")]
+RanksOpt = Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks (repeatable): only their files are read, and cluster views compare only them.")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")]
 
 
@@ -116,6 +117,7 @@ def export(
     output: Annotated[str, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json: an existing one, or one written with a trailing /).")] = ".",
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
     steps: StepsOpt = None,
+    ranks: RanksOpt = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,
 ) -> None:
     """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold]"""
@@ -125,7 +127,7 @@ def export(
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
-    with open(run, steps) as r:
+    with open(run, steps, ranks=ranks) as r:
         written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
     for path in written:
         err.print(f"wrote {path}")
@@ -137,6 +139,7 @@ def query(
     sql: Annotated[str, typer.Argument(help="SQL over the run's tables and views.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv or json (JSON lines).")] = "table",
     steps: StepsOpt = None,
+    ranks: RanksOpt = None,
     limit: Annotated[int, typer.Option(min=0, help="Rows a table prints (0: all); csv and json print all.")] = 1000,
     wide: WideOpt = False,
     safe: Annotated[bool, typer.Option("--safe", help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.")] = False,
@@ -153,7 +156,7 @@ def query(
     writers: dict[str, Callable[..., None]] = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
-    with open(run, steps, read_only_sql=safe) as r:
+    with open(run, steps, read_only_sql=safe, ranks=ranks) as r:
         writers[fmt](r.sql(sql))
 
 
@@ -161,6 +164,7 @@ def query(
 def show(
     run: RunArg,
     steps: StepsOpt = None,
+    ranks: RanksOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per table (the step breakdown: 10 times as many).")] = 10,
     wide: WideOpt = False,
 ) -> None:
@@ -168,7 +172,7 @@ def show(
     from prof_engine import open
     from prof_engine.cli import render
 
-    with open(run, steps) as r:
+    with open(run, steps, ranks=ranks) as r:
         for title, result in r.summary(top).items():
             render.table(result, title=title, wide=wide,
                          more=f"a larger --top shows more; `prof-engine export {run}` writes all")

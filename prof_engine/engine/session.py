@@ -21,7 +21,7 @@ from prof_engine import schema
 from prof_engine._process import address_space_limit
 from prof_engine._sql import literal
 from prof_engine.engine.views import ViewDef, definitions, public_views
-from prof_engine.errors import QueryError
+from prof_engine.errors import QueryError, RunError
 from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar, size_bytes
 from prof_engine.store.manifest import (
@@ -29,11 +29,12 @@ from prof_engine.store.manifest import (
     finalised,
     host_only_ranks_possible,
     quality_rules,
+    restrict,
     run_devices,
     run_findings,
     run_ranks,
 )
-from prof_engine.store.partitions import NULL_PARTITION, hive_types
+from prof_engine.store.partitions import NULL_PARTITION, hive_types, rank_dir
 
 
 def _ident(name: str) -> str:
@@ -208,8 +209,12 @@ class Run:
     """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
 
     `steps` restricts every table (and so every view) to those steps; partitions of other steps
-    are never read. `memory_limit` caps DuckDB's memory (a size such as "4GB"; default: see
-    `connect`); what does not fit spills to a temporary directory. `peak_tflops` gives the
+    are never read. `ranks` restricts the run to those ranks: its tables, and the manifest's
+    (`run_ranks`, `run_devices`, `run_findings`, `manifest`), hold only theirs, and only their
+    directories of the run are listed and read (`<table>/rank=<r>/`); a view of scope `rank` then
+    gives the whole run's rows of those ranks (see `engine.views`). `memory_limit` caps DuckDB's
+    memory (a size such as "4GB"; default: see `connect`); what does not fit spills to a
+    temporary directory. `peak_tflops` gives the
     devices' peaks per precision (`{"bf16": 989.4}`; default: `PROF_ENGINE_PEAK_TFLOPS`), in
     place of the datasheet figures op_flops and flops_summary measure against. `views` creates
     only those views and what they require (default: all), which opens a run faster (~0.2 s) for
@@ -220,22 +225,27 @@ class Run:
 
     def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
                  peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
-                 read_only_sql: bool = False) -> None:
+                 read_only_sql: bool = False, ranks: Sequence[int] | None = None) -> None:
         self.path = Path(path)
         self.steps = [int(s) for s in steps] if steps else None
+        self.ranks = sorted({int(r) for r in ranks}) if ranks else None
         self.read_only_sql = read_only_sql
         self._options = (memory_limit, peak_tflops, views)
         self._open()
 
     def _open(self) -> None:
         memory_limit, peak_tflops, views = self._options
-        self.manifest = read_manifest(self.path)
+        whole = read_manifest(self.path)
+        try:
+            self.manifest = restrict(whole, self.ranks)
+        except RunError as e:
+            raise QueryError(f"{self.path}: {e}") from None
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
         self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
         try:
-            read = attach(self.con, self.path, self.manifest, self.steps, peak_tflops, views)
+            read = attach(self.con, self.path, whole, self.steps, peak_tflops, views, self.ranks)
             if self.read_only_sql:
                 sandbox(self.con, read)
         except BaseException:
@@ -256,7 +266,8 @@ class Run:
         m = self.manifest
         steps = len(step_numbers(m))
         return (f"<Run {self.path}: {m['source']['format']}, ranks {m['ranks']}, {steps} steps, "
-                f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}>")
+                f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}"
+                f"{f', restricted to ranks {self.ranks}' if self.ranks else ''}>")
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -457,10 +468,17 @@ def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
                          f"(its steps: {have})")
 
 
-def _partition_files(table_dir: Path, steps: list[int] | None) -> list[Path]:
-    """The Parquet files of a table (sorted, as a glob lists them); with `steps`, those of the steps'
-    partitions, unless none is (the view's step filter then leaves no rows either way)."""
-    files = sorted(table_dir.rglob("*.parquet"), key=str)
+def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] | None = None) -> list[Path]:
+    """The Parquet files of a table (sorted, as a glob lists them); with `ranks`, only those under
+    the ranks' `rank=<r>` directories are listed (and any of a layout without them, which the
+    view's rank filter reads); with `steps`, those of the steps' partitions, unless none is (the
+    view's step filter then leaves no rows either way)."""
+    if ranks is None:
+        files = sorted(table_dir.rglob("*.parquet"), key=str)
+    else:
+        dirs = [table_dir / rank_dir(r) for r in ranks]
+        dirs += [d for d in table_dir.iterdir() if d.is_dir() and not d.name.startswith("rank=")]  # older layouts
+        files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=str)
     if steps:
         wanted = {f"step={s}" for s in steps}
         return [f for f in files if f.parent.name in wanted] or files
@@ -471,19 +489,23 @@ def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: lis
     """`files` of a table written in its `sort_by` order (`partitions.SortedWriter`: a file per
     rank and partition, rows in order) listed by rank and partition, so that reading them in turn
     reads the rows in order; None where they are not one file per rank and partition (the rank
-    from the files' statistics, the partition from their directories)."""
+    from their directories, or the files' statistics in layouts before `rank=<r>`; the partition
+    from their directories)."""
     if not files:
         return []
-    listing = _file_list(files)
-    ranks = dict(con.execute(
-        f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
-        f"FROM parquet_metadata({listing}) WHERE path_in_schema = 'rank' GROUP BY file_name"
-    ).fetchall())
+    levels = {f: dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1]) for f in files}
+    ranks: dict[str, int | None] = {}
+    if any("rank" not in lv for lv in levels.values()):
+        ranks = dict(con.execute(
+            f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
+            f"FROM parquet_metadata({_file_list(files)}) WHERE path_in_schema = 'rank' GROUP BY file_name"
+        ).fetchall())
 
     def key(f: Path) -> tuple:  # rank, then each directory level: device=<escaped>, step=<n>
-        levels = dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1])
-        step = levels.get("step", NULL_PARTITION)
-        return (ranks.get(str(f)), unquote(levels.get("device", "")), step == NULL_PARTITION,
+        step = levels[f].get("step", NULL_PARTITION)
+        rank = levels[f].get("rank")
+        rank_number = ranks.get(str(f)) if rank is None else None if rank == NULL_PARTITION else int(rank)
+        return (rank_number, unquote(levels[f].get("device", "")), step == NULL_PARTITION,
                 0 if step == NULL_PARTITION else int(step))
 
     keys = {f: key(f) for f in files}
@@ -492,8 +514,8 @@ def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: lis
     return sorted(files, key=keys.__getitem__)
 
 
-def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
-                     steps: list[int] | None) -> tuple[dict[str, str], set[str]]:
+def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
+                     ranks: list[int] | None = None) -> tuple[dict[str, str], set[str]]:
     """Create the run's tables as views; return the SELECT each must have once the views of
     `queries/` exist (`attach`): until then a table with files reads an empty table of its types.
     And the tables whose view reads their rows in their `sort_by` order (`_in_sorted_order`).
@@ -519,10 +541,12 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     _create_table(con, "_quality_rules", schema.tables()["quality_rules"], quality_rules())
     con.execute("CREATE VIEW quality_rules AS SELECT * FROM _quality_rules")
     final, in_order = {}, set()
+    filters = ([f"step IN ({', '.join(map(str, steps))})"] if steps else []) + (
+        [f"rank IN ({', '.join(map(str, ranks))})"] if ranks is not None else [])
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)
-        where = f" WHERE step IN ({', '.join(map(str, steps))})" if steps else ""
-        files = _partition_files(path / name, steps) if rows.get(name) and (path / name).is_dir() else []
+        files = _partition_files(path / name, steps, ranks) if rows.get(name) and (path / name).is_dir() else []
         if table.sort_by:
             ordered = _in_sorted_order(con, path / name, files)
             if ordered is not None:
@@ -530,9 +554,9 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
                 in_order.add(name)
         if files:
             uniform, present = (True, set(table.column_names)) if current else _file_columns(con, files)
-            # a column added to the schema since the run was written reads as NULL (device and
-            # step are always there: a column, or a directory level in older layouts)
-            cols = ", ".join(f'"{c.name}"' if c.name in present or c.name in schema.PARTITION_KEYS
+            # a column added to the schema since the run was written reads as NULL (rank, device and
+            # step are always there: a column, or a directory level)
+            cols = ", ".join(f'"{c.name}"' if c.name in present or c.name in ("rank", *schema.PARTITION_KEYS)
                              else f'NULL::{c.sql_type} AS "{c.name}"' for c in table.columns)
             final[name] = f"SELECT {cols} FROM {_parquet_source(files, not uniform)}{where}"
             if uniform:
@@ -574,9 +598,10 @@ def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None,
-           peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None) -> Path:
+           peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
+           ranks: Sequence[int] | None = None) -> Path:
     """Create a run's tables and the views of `queries/` in the current schema of `con`
-    (`peak_tflops`: see `Run`); return the directory whose files they read.
+    (`peak_tflops`, `ranks`: see `Run`); return the directory whose files they read.
 
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
@@ -586,8 +611,10 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: li
     """
     if not finalised(manifest):
         path, manifest = _snapshot(con, path, manifest)
+    chosen = sorted({int(r) for r in ranks}) if ranks is not None else None
+    manifest = restrict(manifest, chosen)
     try:
-        _attach(con, path, manifest, steps, given_peaks(peak_tflops), views)
+        _attach(con, path, manifest, steps, given_peaks(peak_tflops), views, chosen)
     except duckdb.Error as e:  # reading the run's footers, within the session's memory limit
         raise query_error(e) from None
     return path
@@ -614,8 +641,8 @@ def release_snapshots(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
-            peaks: dict[str, float], views: Sequence[str] | None = None) -> None:
-    final, in_order = _register_tables(con, path, manifest, steps)
+            peaks: dict[str, float], views: Sequence[str] | None = None, ranks: list[int] | None = None) -> None:
+    final, in_order = _register_tables(con, path, manifest, steps, ranks)
     _create_table(con, "_run_peaks", schema.tables()["run_peaks"], list(peaks.items()))
     con.execute("CREATE VIEW run_peaks AS SELECT * FROM _run_peaks")
     # Constants from the manifest and the files, which DuckDB folds into the views' plans:
@@ -651,7 +678,7 @@ def _closure(names: Sequence[str]) -> set[str]:
 
 def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
              peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
-             read_only_sql: bool = False) -> Run:
+             read_only_sql: bool = False, ranks: Sequence[int] | None = None) -> Run:
     """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`,
-    `read_only_sql`: see `Run`)."""
-    return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql)
+    `read_only_sql`, `ranks`: see `Run`)."""
+    return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)

@@ -55,6 +55,30 @@ def read_manifest(run: Path) -> dict[str, Any]:
     return manifest
 
 
+def restrict(manifest: dict[str, Any], ranks: list[int] | None) -> dict[str, Any]:
+    """`manifest` as it would read for the ranks `ranks` alone (None: every rank): their sources,
+    devices, steps and findings. The run's own findings that name no rank are left out: they are
+    about the run whole, and views over groups of ranks would each repeat them. RunError for a rank
+    the run lacks, listing its ranks."""
+    if ranks is None:
+        return manifest
+    have = manifest.get("ranks") or []
+    if missing := sorted(set(ranks) - set(have)):
+        raise RunError(f"no rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run "
+                       f"(its ranks: {_brief(have)})")
+    keep = set(ranks)
+    out = dict(manifest, ranks=[r for r in have if r in keep])
+    for key in ("sources", "devices", "steps", "findings"):
+        if key in manifest:
+            out[key] = [e for e in manifest[key] or [] if isinstance(e, dict) and e.get("rank") in keep]
+    return out
+
+
+def _brief(ranks: list[int]) -> str:
+    """A run's ranks for a message: all of them, or their count and range where there are many."""
+    return ", ".join(map(str, ranks)) if len(ranks) <= 16 else f"{len(ranks)}, {min(ranks)}..{max(ranks)}"
+
+
 def _group_index(groups: dict[str, Any], rank: int, names: tuple[str, ...]) -> int | None:
     """Position of `rank` in its group named one of `names` (torch_npu `parallel_group_info`)."""
     for g in groups.values() if isinstance(groups, dict) else ():

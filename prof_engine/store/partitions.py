@@ -1,13 +1,16 @@
 """Writes a stream of record batches as a hive-partitioned Parquet dataset, in bounded memory.
 
-A run holds each table as `<table>/device=<d>/part-<uuid>.parquet`, the step a column (schema
-`partition_by = ["device"]`); the writer also writes the layout of runs before schema 1.1,
-`<table>/device=<d>/step=<n>/part-<uuid>.parquet` (keys `("device", "step")`). A file costs its
-reader more than a row group does (opening it, reading its footer), and most of a step's records
-are a few hundred rows. So a partition's records
-go to one file, open while records keep coming, in row groups of up to `budget_bytes` of records,
-each a range of steps in staging order (mostly time order), which a step filter skips by their
-statistics. The `PartitionWriter`:
+A run holds each table as `<table>/rank=<r>/device=<d>/part-<uuid>.parquet`, the step a column
+(schema `partition_by = ["device"]`); rank and device are directory levels only, not columns of the
+files, as in any hive dataset (a reader with hive partitioning, DuckDB's or pyarrow's, reads them
+back). The path says the rank so that a reader of some ranks (`prof_engine.open(..., ranks=[...])`,
+a task of a distributed executor) lists only their directories and reads no other file's footer.
+The writer also writes the step as a directory level, `.../device=<d>/step=<n>/` (keys
+`("device", "step")`), the layout of runs before schema 1.1. A file costs its reader more than a
+row group does (opening it, reading its footer), and most of a step's records are a few hundred
+rows. So a partition's records go to one file, open while records keep coming, in row groups of
+up to `budget_bytes` of records, each a range of steps in staging order (mostly time order), which
+a step filter skips by their statistics. The `PartitionWriter`:
 
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
 * writes a partition's waiting records as a row group of its file when more than `budget_bytes`
@@ -80,20 +83,29 @@ def column_encoding(schema: pa.Schema, dictionary: Iterable[str] = DICTIONARY_CO
     return {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type) and f.name not in dictionary}
 
 
-def partition_dir(device: str, step: int | None = None, *, keys: tuple[str, ...] = PARTITION_KEYS) -> str:
-    """`device=<d>/step=<n>` (or `device=<d>` for a table partitioned by device alone), escaped like
-    DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
+def rank_dir(rank: int | None) -> str:
+    """`rank=<r>`, the directory of a rank's files in a table (NULL rank: `__HIVE_DEFAULT_PARTITION__`)."""
+    return f"rank={NULL_PARTITION if rank is None else int(rank)}"
+
+
+def partition_dir(rank: int | None, device: str, step: int | None = None, *,
+                  keys: tuple[str, ...] = PARTITION_KEYS) -> str:
+    """`rank=<r>/device=<d>/step=<n>` (or `rank=<r>/device=<d>` for a table partitioned by device
+    alone), escaped like DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
     if len(path) > 200:  # a directory name the file system may refuse (255 bytes): no real device label
         raise InputError(f"device label {device[:40]!r}… ({len(device)} characters) is too long to be a device")
+    path = f"{rank_dir(rank)}/{path}"
     return path if "step" not in keys else f"{path}/step={NULL_PARTITION if step is None else int(step)}"
 
 
 def hive_types(files: Iterable[Path]) -> str:
-    """DuckDB `hive_types` for a table's files: step is a directory level only in runs where it is
-    one (slices; every table in runs written before the small tables were partitioned by device)."""
-    step = any(f.parent.name.startswith("step=") for f in files)
-    return "{'device': VARCHAR, 'step': BIGINT}" if step else "{'device': VARCHAR}"
+    """DuckDB `hive_types` for a table's files: the rank where it is a directory level (runs of
+    schema 2.0), typed as the schema's column; the step only in runs where it is one (slices; every
+    table in runs written before the small tables were partitioned by device)."""
+    levels = {p.split("=", 1)[0] for f in files for p in f.parent.parts[-3:] if "=" in p}
+    types = {"rank": "INTEGER", "device": "VARCHAR", "step": "BIGINT"}
+    return "{" + ", ".join(f"'{k}': {t}" for k, t in types.items() if k == "device" or k in levels) + "}"
 
 
 def _runs(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[tuple[int, int]]:
@@ -112,14 +124,15 @@ def _runs(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[tuple[int, int]]
 
 
 class PartitionWriter:
-    """Writes batches of one table (with `device` and `step` columns) under `root`; see the module
-    docstring. `close()` waits for every write, closes the files and returns the number of records
-    written."""
+    """Writes batches of one table (with `rank`, `device` and `step` columns) under `root`; see the
+    module docstring. `close()` waits for every write, closes the files and returns the number of
+    records written."""
 
     def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = BUDGET_BYTES,
                  keys: tuple[str, ...] = PARTITION_KEYS) -> None:
         self.root = Path(root)
         self.keys = keys
+        self._split = ("rank", *keys)  # a partition's directory levels
         self.pool = pool
         self.budget = budget_bytes
         self.rows = 0
@@ -134,13 +147,13 @@ class PartitionWriter:
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
-        runs = _runs(batch, self.keys)
+        runs = _runs(batch, self._split)
         if len(runs) > 64 and len(runs) * 16 > batch.num_rows:  # scattered: group it (stable sort)
-            batch = batch.take(pc.sort_indices(batch, [(k, "ascending") for k in self.keys]))
-            runs = _runs(batch, self.keys)
+            batch = batch.take(pc.sort_indices(batch, [(k, "ascending") for k in self._split]))
+            runs = _runs(batch, self._split)
         self._batches += 1
-        columns = [batch.column(k) for k in self.keys]
-        data = batch.drop_columns(list(self.keys))
+        columns = [batch.column(k) for k in self._split]
+        data = batch.drop_columns(list(self._split))
         # a piece's bytes, by its share of the batch's rows: a slice's own `nbytes` walks its
         # columns' offsets, too slow to call per piece
         row_bytes = data.nbytes / data.num_rows
@@ -260,7 +273,7 @@ class SortedWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         columns = [batch.column(k) for k in ("rank", *self.keys)]
-        data = batch.drop_columns(list(self.keys))
+        data = batch.drop_columns(["rank", *self.keys])
         for start, end in _runs(batch, ("rank", *self.keys)):
             key = tuple(c[start].as_py() for c in columns)
             if key != self._key:
@@ -276,7 +289,7 @@ class SortedWriter:
     def _write_row_group(self, table: pa.Table) -> None:
         if self._file is None:
             assert self._key is not None  # write() sets the key before its first row group
-            self._file = _File(self.root / partition_dir(*self._key[1:], keys=self.keys))
+            self._file = _File(self.root / partition_dir(*self._key, keys=self.keys))
         self._file.write(table.to_batches(), last=False, after=None)
 
     def _close_file(self) -> None:
