@@ -19,10 +19,13 @@ def views_markdown() -> str:
         "",
         "Generated from the headers of `queries/*.sql` by `python -m prof_engine.docs`; do not edit by hand.",
         "Every view has `Rank` (and, where it applies, `Device` and `Step`) columns; times are µs, as in msprof.",
+        "Scope `rank`: computed from each rank's records alone, so a run opened restricted to some ranks",
+        "(`prof_engine.open(path, ranks=[...])`) gives the whole run's rows of those ranks; scope `cluster`:",
+        "compares ranks (on a restricted run, only those it holds).",
         "",
     ]
     for v in public_views():
-        lines += [f"## `{v.name}`", "", v.answers, ""]
+        lines += [f"## `{v.name}`", "", v.answers, "", f"Scope: {v.scope}", ""]
         if v.matches:
             lines += [f"Matches: {v.matches}", ""]
         lines += ["| column | type | meaning |", "|---|---|---|"]

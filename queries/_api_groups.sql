@@ -5,6 +5,7 @@
 --   population variance of their durations in µs². api_statistic merges the groups per API; a
 --   comparison of runs sums them per step.
 -- requires: slices, run_ranks, _classify
+-- scope: rank
 -- The calls are grouped by what was recorded (level argument, category, name) before the groups
 -- are levelled and named: api_level and api_name on each of 10 M calls took as long as the whole
 -- count besides (1.6 s against 0.8). Recorded names that name the same API (`AscendCL@aclrtFree`,

@@ -1,6 +1,7 @@
 -- view: _classify
 -- answers: name-based classification that the reports need beyond a record's kind, in one place.
 -- requires:
+-- scope: rank
 
 -- Receive operations: their time is pipeline bubble in step_trace (torch_npu counts `hcom_receive*`).
 -- NCCL point-to-point kernels are named ncclKernel_SendRecv / ncclDevKernel_SendRecv for both

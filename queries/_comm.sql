@@ -4,6 +4,7 @@
 --   analysis (Ascend/msprof `analysis/msparser/cluster/communication_parser.py`,
 --   `communication_matrix_parser.py`, `meta_parser.py`).
 -- requires: slices, comm, _tasks, _classify, _units
+-- scope: rank
 
 -- Communication ops: device collectives (HCCL group ops, NCCL kernels), and gloo/NCCL host ranges
 -- for ranks without device records (as `_overlap` does). The op type is the source's, else the

@@ -7,6 +7,7 @@
 --   user gives peaks (`PROF_ENGINE_PEAK_TFLOPS=bf16=989.4,fp8=1979`, `prof_engine.open(run,
 --   peak_tflops={...})`): those replace the datasheet's, per precision, for every device.
 -- requires: run_devices, run_peaks
+-- scope: rank
 -- Rows are tried in `priority` order; the first name that matches wins (so `H100 NVL`, whose
 -- figures are not listed, does not fall through to the SXM part's).
 CREATE OR REPLACE VIEW _peak_table AS

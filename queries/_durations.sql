@@ -2,6 +2,7 @@
 -- answers: the duration statistics nsys stats prints per name, written once: kernel_statistic,
 --   range_statistic and communication_statistic call it on their records.
 -- requires:
+-- scope: rank
 -- `records`: a table or view with rank, device, name and dur (ns). Per rank, device and name: the
 -- share of the device's summed time, the total, count, mean, median, shortest, longest and sample
 -- standard deviation (0 for one record), in ns.

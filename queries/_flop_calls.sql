@@ -6,6 +6,7 @@
 --   launched none); on a rank without device records its own time, on `host`. op_flops sums them
 --   per op and shapes, flops_summary per step.
 -- requires: slices, _flops, _classify, _tasks, _device_peaks
+-- scope: rank
 -- A matrix product launches its kernels itself. A convolution's kernels are launched by the
 -- convolution op the dispatcher reaches inside it (aten::cudnn_convolution, miopen_, mkldnn_...),
 -- and by the bias add beside it: its time is that of every kernel the ops nested in it launched

@@ -4,6 +4,7 @@
 --   bmm and baddbmm (the added input of addmm and baddbmm not counted); conv2d below; NULL for
 --   other ops or shapes that do not fit.
 -- requires:
+-- scope: rank
 -- `shapes` is the recorded text: inputs separated by ';', dimensions by ',' (`64,32;32,16`).
 CREATE OR REPLACE MACRO _shape_dims(shapes) AS
     list_transform(string_split(shapes, ';'), lambda s: list_transform(string_split(s, ','), lambda d: TRY_CAST(d AS DOUBLE)));

@@ -5,6 +5,7 @@
 --   below. Macros that finalisation runs over the lanes the lane pass made (store/lane_pass.py),
 --   stored in `lanes` and `lane_totals`.
 -- requires:
+-- scope: rank
 
 -- The step breakdown from the lanes (`lanes`: the `lanes` table's columns): per rank, device and
 -- step their lengths (Communication(Not Overlapped) = |computing ∪ communication| − |computing|),

@@ -5,6 +5,7 @@
 --   for `.../MatMul-op0`, as its cpu_op_type_info does), else under its name (torch's aten::mm).
 --   op_statistic sums it per op type; a comparison of runs takes it per step.
 -- requires: _tasks, slices
+-- scope: rank
 CREATE OR REPLACE VIEW _op_calls AS
 SELECT rank, device, step, op_type, task_type AS core_type, dur FROM _task_ops WHERE kind = 'kernel'
 UNION ALL

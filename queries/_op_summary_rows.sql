@@ -6,6 +6,7 @@
 --   columns, which DuckDB computes for every row first: 0.65 s against 0.06 s at 10 M tasks).
 --   `id` is the record's, for what op_summary reads of its args (the hardware task id).
 -- requires: _tasks, slices
+-- scope: rank
 CREATE OR REPLACE VIEW _op_summary_rows AS
 SELECT id, rank, device, step, correlation, stream, name, op_type, task_type, ts, dur, wait, input_shapes, input_types
 FROM _tasks

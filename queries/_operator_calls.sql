@@ -9,6 +9,7 @@
 -- torch.profiler's Self CPU counts it (a CUDA op's cudaLaunchKernel is not its own time; torch_npu
 -- launches from its task queue's thread, outside the op, so there it is the op's less its ops').
 -- requires: slices, _classify
+-- scope: rank
 -- Device time counts the tasks of `is_device_task` by their launcher (`launch_id`, filled in at
 -- import). A communication op's own tasks (the device records that share its correlation id:
 -- Ascend's SDMA copies and notifies inside an HCCL op) are part of it, and count once, as the op.

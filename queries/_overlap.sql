@@ -4,6 +4,7 @@
 --   the timeline, and `_overlap_in_order`, of `overlap`), and their lengths alone with what a
 --   step breakdown adds (`_step_lanes`, the base of `step_trace`: the run's `lane_totals`).
 -- requires: lanes, lane_totals
+-- scope: rank
 --
 -- Finalisation stores both (queries/store/finalize.sql step 5, the macros of queries/_lanes.sql):
 -- on a device, compute kernels are Computing and collective kernels Communication (memcpy/memset

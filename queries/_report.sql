@@ -4,6 +4,7 @@
 --   (percentiles, a histogram), and the slowest steps. Plain views (created unbound at open, as the
 --   public ones are), so that opening a run binds none of them.
 -- requires: step_trace
+-- scope: cluster
 -- _report_steps: step_trace's rows within a step (records outside every step are no step), with
 -- the step time as `show` prints it; every time in µs.
 CREATE OR REPLACE VIEW _report_steps AS

@@ -1,6 +1,7 @@
 -- view: _summary
 -- answers: the tables `prof-engine show` prints, as table macros of the row count row_limit.
 -- requires: step_trace, _op_summary_rows, op_statistic, api_statistic, communication, memory, key_averages, advice, op_memory, idle_time, op_flops
+-- scope: cluster
 -- Step breakdown: where each step's time went, per rank and device.
 CREATE OR REPLACE MACRO summary_steps(row_limit) AS TABLE
 SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS "Step Time(us)",

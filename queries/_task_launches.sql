@@ -3,6 +3,7 @@
 --   and what the gap before it on its stream was (`gap_cause`), in ns; kernel_launch lists them,
 --   idle_time sums the gaps, queue_length and advice time the host's launches with them.
 -- requires: _tasks
+-- scope: rank
 -- The call is the latest-starting one with the task's correlation id (CANN's layers could share
 -- one id: the innermost), whenever it started (Ascend tasks may start a few µs before their
 -- Node@launch call by the host clock): finalisation stores it with each task (`launch_api`,

@@ -2,6 +2,7 @@
 -- answers: every device task (kernel, communication, memcpy, memset) with its op type (the
 --   source's own, else the framework op that launched it), in ns; the shared base of op_summary, op_statistic and task_time.
 -- requires: slices, run_ranks, _classify
+-- scope: rank
 -- Each device task as finalisation stored it: its op type (the source's, else its launcher's name,
 -- `launch_name`), its launcher's shapes and types where the source gave none, its launching API
 -- call (`launch_api*`) and its stream wait (`wait`: since the previous task on its stream ended).

@@ -6,6 +6,7 @@
 --   `prof-engine export RUN --timeline -o FILE.json`.
 -- matches: msprof msprof_*.json / torch_npu trace_view.json (lanes and Overlap Analysis).
 -- requires: slices, marks, counters, flows, _overlap, _units
+-- scope: cluster
 CREATE OR REPLACE VIEW _timeline AS
 WITH ov AS MATERIALIZED (
     SELECT key.rank AS rank, key.device AS device, type, s, e FROM _overlap

@@ -2,6 +2,7 @@
 -- answers: unit conversions, written once. Tables hold int64 ns; reports show µs with the unit in
 --   the column name, as msprof does.
 -- requires:
+-- scope: rank
 
 -- Duration in ns → µs as DOUBLE rounded to the ns (3 decimals): prints `8873.756`, not float noise.
 CREATE OR REPLACE MACRO us(ns) AS round(ns / 1000.0, 3);

@@ -7,6 +7,7 @@
 -- matches: the rules of msprof-analyze's advisor and HTA's analyses (idle time, launch stats,
 --   communication overlap), as thresholds over this run's views.
 -- requires: step_trace, _overlap, _task_launches, slow_rank, slices, _classify, run_ranks
+-- scope: cluster
 -- column `Rank` INTEGER: global rank the finding is about
 -- column `Device` VARCHAR: its device (`host` for a rank without device records: its CPU ops are the activity)
 -- column `Rule` VARCHAR: exposed_communication, host_sync, pageable_copies, slow_dataloader, slow_step_start, device_idle, launch_bound, slow_rank

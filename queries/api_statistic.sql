@@ -3,6 +3,7 @@
 --   rank; for a rank that recorded none (CPU-only traces), its framework ops.
 -- matches: msprof api_statistic_*.csv; torch_npu api_statistic.csv.
 -- requires: _api_groups, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Level` VARCHAR: acl, node, hccl, runtime (CANN levels); runtime, driver (CUDA/HIP); framework (CPU ops)
 -- column `API Name` VARCHAR: API or op name

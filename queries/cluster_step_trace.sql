@@ -4,6 +4,7 @@
 -- matches: msprof-analyze cluster_analysis_output/cluster_step_trace_time.csv (Type rank|stage,
 --   Index, the step_trace columns, DP/PP/TP Index).
 -- requires: step_trace, run_ranks
+-- scope: cluster
 -- A rank with several devices contributes one row per device. Stage rows take the per-column
 -- maximum over the ranks of one pipeline stage (from the profiler's parallel-group metadata,
 -- `run_ranks.pp_stage`); without that metadata all ranks form one stage, as msprof-analyze does.

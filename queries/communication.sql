@@ -5,6 +5,7 @@
 -- matches: msprof / torch_npu communication.json ("Communication Time Info" and "Communication
 --   Bandwidth Info" of each op; its "Total Op Info" is the sum of these rows, ratios recomputed).
 -- requires: _comm, _units
+-- scope: rank
 -- Algorithm (Ascend/msprof `analysis/msparser/cluster/communication_parser.py`): an op's plane tasks
 -- are those whose end falls in its window. Time info uses the master plane only (see `_comm`):
 -- Transit = merged Memcpy/Reduce_Inline over SDMA off chip and RDMA transfers; Wait = merged

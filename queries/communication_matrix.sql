@@ -10,6 +10,7 @@
 --   (ranks n, n−1, n−2) and `-total` (size and time summed over the n ops, bandwidth recomputed);
 --   `Buckets` names the ones a row stands for.
 -- requires: _comm, _units
+-- scope: rank
 -- Algorithm (Ascend/msprof `analysis/msparser/cluster/communication_matrix_parser.py`): over all
 -- planes of the op, every Memcpy/Reduce_Inline of transport SDMA (on-chip copies included, shown as
 -- LOCAL) and every RDMA transfer counts for the link `src rank`-`dst rank` (dst = src where the

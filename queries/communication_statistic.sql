@@ -3,6 +3,7 @@
 --   and time of the collectives and point-to-point ops.
 -- matches: msprof communication_statistic_*.csv (`Device_id` is Rank and Device here).
 -- requires: _comm, _durations, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for a rank without device records (gloo/NCCL host ranges)
 -- column `OP Type` VARCHAR: op type (Ascend OP Type such as hcom_allReduce_, or the NCCL collective)

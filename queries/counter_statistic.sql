@@ -5,6 +5,7 @@
 -- matches: the summary rows of msprof's hardware summaries (ai_core_freq, hbm, llc, npu_mem) and
 --   of nsys's sampled metrics; the values over time are in `counters` (and the timeline).
 -- requires: counters, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host`
 -- column `Counter` VARCHAR: counter name (e.g. `HBM 0/Read`, `memory/PTA`, `cpu`)

@@ -5,6 +5,7 @@
 -- matches: no peer has one (HTA, Perfetto, nsys and msprof import silently); the rules are in
 --   prof_engine/store/quality.py, each with its meaning (the `quality_rules` table).
 -- requires: slices, run_findings, quality_rules, _classify, _units, _overlap
+-- scope: rank
 -- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
 -- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
 --   other_records: records the import could not classify (`is_unclassified`: no report counts

@@ -5,6 +5,7 @@
 -- matches: the `deviceProperties` of a Kineto trace (torch.profiler), and the peaks of the
 --   vendors' datasheets (dense math, see _device_peaks); Ascend sources record no hardware name.
 -- requires: run_devices, _device_peaks
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, as in the records (gpu0, npu1, ...)
 -- column `Name` VARCHAR: hardware name as the driver reports it (NULL where the source has none)

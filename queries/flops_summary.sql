@@ -6,6 +6,7 @@
 -- matches: MindSpore Profiler's flops_summary_{rank}.json (FLOPs, FLOPS, FLOPS_Utilization), per
 --   step. FLOPs count as torch.profiler's with_flops does (see op_flops).
 -- requires: _flop_calls, _device_peaks, step_trace, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: the device the counted calls' kernels ran on (`host` for a rank without device records)
 -- column `Step` BIGINT: training step (NULL: calls outside every step)

@@ -7,6 +7,7 @@
 --   type names them (the memory columns come from the model's graph, which no trace has); the
 --   Triton kernel names torch.compile gives its fused kernels.
 -- requires: slices, _durations, _units
+-- scope: rank
 -- Ascend names a fused op's type `FusionOp_` and its ops' types, which are CamelCase and hold no
 -- `_`: the original ops are the parts. Inductor names a kernel `triton_<kind>_fused_<ops>_<n>`:
 -- `poi` pointwise, `red` reduction, `per` persistent reduction, `tem` a template (a GEMM with

@@ -7,6 +7,7 @@
 -- matches: HTA get_idle_time_breakdown (consecutive_kernel_delay 30 µs; its idle_time, count and
 --   idle_time_ratio per stream); HTA rounds times to whole µs, these are exact.
 -- requires: _task_launches, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Stream` BIGINT: stream (queue) the tasks ran on

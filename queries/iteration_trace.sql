@@ -6,6 +6,7 @@
 --   and `Reduce_N_k` of the timeline's Step Trace lane); the reduces are summed here, where msprof
 --   repeats a Reduce Start/Duration pair per reduce. Runs without a training trace have no rows.
 -- requires: slices, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Iteration ID` BIGINT: iteration (the run's step)

@@ -9,6 +9,7 @@
 --   the CSV's names and units: `aic_mac_ratio`, `aiv_time(us)`, ...); the launch details of a
 --   kernel in torch.profiler's trace.
 -- requires: slices, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step Id` BIGINT: training step

@@ -6,6 +6,7 @@
 --   hta_sampled fixture's 602 kernels of rank 0, but HTA clips a negative delay to 0); on Ascend
 --   the launch calls are CANN's (Node@launch, AscendCL@...).
 -- requires: _task_launches, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step` BIGINT: training step (NULL outside every step)

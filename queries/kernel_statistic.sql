@@ -6,6 +6,7 @@
 --   the compute kernels by the op that launched them instead.
 -- matches: nsys stats `cuda_gpu_kern_sum` (times in µs here); torch_npu kernel_details.csv summed per name.
 -- requires: slices, _durations, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Time(%)` DOUBLE: share of the device's kernel time (communication kernels included)

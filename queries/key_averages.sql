@@ -18,6 +18,7 @@
 --   op it interrupted keeps it in its self time: torch nests it in that op, but the exported
 --   trace gives it no thread (pid -1), so which op it interrupted is unknown.
 -- requires: _operator_calls, _units, slices
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Name` VARCHAR: op name
 -- column `Calls` BIGINT: number of calls

@@ -4,6 +4,7 @@
 --   accesses that evicted a line).
 -- matches: torch_npu l2_cache.csv, row for row (`N/A` as NULL).
 -- requires: slices, _classify
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step` BIGINT: training step

@@ -4,6 +4,7 @@
 --   HtoD (Pageable -> Device)`): count, time, bytes and the bandwidth they reached.
 -- matches: nsys stats `cuda_gpu_mem_time_sum` and `cuda_gpu_mem_size_sum` in one table.
 -- requires: slices, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Operation` VARCHAR: copy or set, by the source's name for it

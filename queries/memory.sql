@@ -4,6 +4,7 @@
 -- matches: MindInsight's memory usage (peak, total); torch_npu memory_record.csv / npu_module_mem.csv
 --   summarised; the peak of torch.profiler's allocator totals (`[memory]` events).
 -- requires: memory_timeline, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`host` for CPU memory)
 -- column `Component` VARCHAR: allocator or module (PTA, GE, APP, ... on Ascend; `allocator` for torch.profiler events)

@@ -3,6 +3,7 @@
 -- matches: torch_npu memory_record.csv and npu_module_mem.csv (MB); torch.profiler's memory
 --   timeline (allocator totals after each `[memory]` event).
 -- requires: counters, memory_events, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`host` for CPU memory)
 -- column `Step` BIGINT: step containing the sample (NULL outside every step)

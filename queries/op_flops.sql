@@ -8,6 +8,7 @@
 -- matches: torch.profiler's with_flops counts (2·M·K·N per matrix product, times the batch; addmm's
 --   and baddbmm's added input not counted; conv2d as `_flops`). Other ops are not counted.
 -- requires: _flop_calls, _units, _device_peaks
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `OP Name` VARCHAR: the framework op (aten::mm, aten::addmm, aten::bmm, aten::baddbmm, aten::conv2d)
 -- column `Input Shapes` VARCHAR: its input shapes, as recorded (`;` between inputs)

@@ -7,6 +7,7 @@
 --   `[memory]` for what was allocated or freed outside every op, as torch lists it; torch_npu
 --   operator_memory.csv summed per op.
 -- requires: memory_events, slices
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: where the memory is (`host` for CPU memory)
 -- column `Name` VARCHAR: op (or range, or step) that allocated or freed, `[memory]` outside every one

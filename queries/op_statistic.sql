@@ -5,6 +5,7 @@
 --   host rows (device `host`) count CPU ops by their self time, so nested ops never count twice.
 -- matches: msprof op_statistic_*.csv; torch_npu op_statistic.csv.
 -- requires: _op_calls, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for CPU ops
 -- column `OP Type` VARCHAR: op type (framework op for device tasks; for CPU ops their op type where the source gives one, else their name)

@@ -5,6 +5,7 @@
 --   own order (record ids: file index << 40 + position), so two imports list them alike.
 -- matches: msprof op_summary_*.csv; torch_npu kernel_details.csv (same columns renamed).
 -- requires: _op_summary_rows, slices, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`gpu0`, `npu3`), or `host` for CPU ops
 -- column `Step` BIGINT: training step (NULL outside every step)

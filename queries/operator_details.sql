@@ -5,6 +5,7 @@
 -- matches: torch_npu operator_details.csv (a rank's rows, in its order; see the test for the one
 --   difference); the per-call rows of torch.profiler's key_averages.
 -- requires: _operator_calls, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Step` BIGINT: step of the call
 -- column `Name` VARCHAR: op name

@@ -4,6 +4,7 @@
 -- matches: the "Overlap Analysis" lanes of Ascend timelines (torch_npu trace_view.json, msprof
 --   OVERLAP_ANALYSIS table); MindInsight's timeline overlap analysis.
 -- requires: _overlap, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device (`host` for a rank without device records)
 -- column `Step` BIGINT: training step (NULL outside every step)

@@ -6,6 +6,7 @@
 -- matches: HTA get_queue_length_summary (count, mean, std, min, quartiles, max of the queue length
 --   time series: its values at each change, not weighted by time).
 -- requires: _task_launches
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Stream` BIGINT: stream (queue) the tasks ran on

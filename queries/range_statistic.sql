@@ -4,6 +4,7 @@
 --   shortest, longest and spread.
 -- matches: nsys stats `nvtx_sum`; msprof's msproftx summary (`msprof_tx`).
 -- requires: slices, _durations, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: `host`, or the device a device-side range (Kineto's gpu_user_annotation) ran on
 -- column `Time(%)` DOUBLE: share of the summed time of the rank's ranges on that device

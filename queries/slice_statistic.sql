@@ -16,6 +16,7 @@
 --   parent the latest slice before it one level up (an ASOF join): the import's nesting rule of
 --   host records (queries/store/finalize.sql, step 2), here over every kind.
 -- requires: slices, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: `host`, or the device the slices ran on
 -- column `Process` VARCHAR: the source's process id (pid), '' where it has none

@@ -4,6 +4,7 @@
 -- matches: the slow-rank analyses of msprof-analyze (advisor "slow rank", cluster recipe
 --   slow_rank) and MindInsight's cluster view, with an explicit statistical rule.
 -- requires: step_trace
+-- scope: cluster
 -- Rule: for each step and component (Computing, Communication(Not Overlapped), Free, Preparing),
 -- take the median and the median absolute deviation (MAD) over ranks (one value per rank and
 -- device). A rank is listed when its value exceeds the median by more than the threshold

@@ -4,6 +4,7 @@
 -- matches: torch_npu / MindSpore step_trace_time.csv (columns and definitions, µs);
 --   msprof-analyze cluster_step_trace_time.csv per rank.
 -- requires: _overlap, _units
+-- scope: rank
 -- Definitions (torch_npu): each lane is the summed duration of its merged intervals in the step;
 -- Overlapped = Communication − Communication(Not Overlapped); Bubble = time of receive ops;
 -- Stage = step span − Bubble; Communication(Not Overlapped and Exclude Receive) =

@@ -2,6 +2,7 @@
 -- answers: the device task scheduler's view — each task's stream, id, start, stop and duration.
 -- matches: msprof task_time_*.csv (C++ exporter columns).
 -- requires: _tasks, _units
+-- scope: rank
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step` BIGINT: training step (NULL outside every step)

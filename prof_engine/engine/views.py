@@ -6,7 +6,14 @@ A file `queries/<name>.sql` opens with a comment header:
     -- answers: what question it answers (continued on `--   ` lines)
     -- matches: which msprof / torch_npu report it reproduces
     -- requires: the views, macros and tables it builds on, comma separated
+    -- scope: rank | cluster       (required of the views of queries/*.sql)
     -- column `<Name>` <TYPE>: meaning, with the unit
+
+Scope says where a view can be computed: `rank` from one rank's records alone (every group, window
+and join is within a rank, so a run restricted to some ranks gives the whole run's rows of those
+ranks), `cluster` across ranks (it compares ranks, or requires a cluster view). A view file without
+a valid scope is an error when the views are loaded (`definitions`); the comparison's files
+(queries/compare/, read by `parse` alone) compare runs, not ranks, and declare none.
 
 Public files (no leading `_`) hold one SELECT, created as `VIEW <name>`; private files (`_name`)
 hold whole statements (macros, helper views) and are executed as written.
@@ -21,7 +28,8 @@ from pathlib import Path
 
 from prof_engine._resources import data_dir
 
-_KEY = re.compile(r"^--\s*(answers|matches|requires):\s?(.*)$")
+_KEY = re.compile(r"^--\s*(answers|matches|requires|scope):\s?(.*)$")
+SCOPES = ("rank", "cluster")
 _COLUMN = re.compile(r"^--\s*column\s+`([^`]+)`\s+([A-Z][A-Z0-9_(), ]*?):\s*(.*)$")
 _CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
 # A view's CREATE up to its AS (`CREATE OR REPLACE TEMP VIEW "name" AS`), at the start of a line
@@ -54,6 +62,7 @@ class ViewDef:
     requires: tuple[str, ...]
     columns: tuple[ColumnDoc, ...]
     sql: str
+    scope: str  # one of SCOPES; "" where the file declares none (queries/compare/)
 
     @property
     def summary(self) -> str:
@@ -72,7 +81,8 @@ class ViewDef:
 
 
 def parse(path: Path) -> ViewDef:
-    fields: dict[str, str] = {"answers": "", "matches": "", "requires": ""}
+    """The view of file `path`; ValueError where its header declares a scope other than SCOPES."""
+    fields: dict[str, str] = {"answers": "", "matches": "", "requires": "", "scope": ""}
     columns: list[ColumnDoc] = []
     body: list[str] = []
     last = None
@@ -90,15 +100,22 @@ def parse(path: Path) -> ViewDef:
             fields[last] += " " + m.group(1).strip()
         else:
             last = None
+    if fields["scope"] not in ("", *SCOPES):
+        raise ValueError(f"queries/{path.name}: scope {fields['scope']!r} in its header; say `-- scope: rank` "
+                         f"or `-- scope: cluster`")
     requires = tuple(r.strip() for r in fields["requires"].split(",") if r.strip())
     sql = "\n".join(body).strip().rstrip(";")
-    return ViewDef(path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql)
+    return ViewDef(path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql,
+                   fields["scope"])
 
 
 @cache
 def definitions() -> dict[str, ViewDef]:
     """All view files, in an order where each comes after what it requires."""
     found = {p.stem: parse(p) for p in sorted(data_dir("queries").glob("*.sql"))}
+    if unscoped := [v.path.name for v in found.values() if not v.scope]:
+        raise ValueError(f"queries/{unscoped[0]}: no `-- scope:` line in its header; say `-- scope: rank` "
+                         f"(computable from one rank's records) or `-- scope: cluster`")
     ordered: dict[str, ViewDef] = {}
 
     def visit(name: str, chain: tuple[str, ...]) -> None:
