@@ -47,10 +47,25 @@ STEP_TAIL_NS = 20_000  # device idle -> host step end
 STEP_GAP_NS = 15_000  # between two host steps
 COMPUTE, NCCL, COPY = 7, 40, 13  # streams
 LAUNCH_LATENCY_NS = 4_000  # a launch reaches the device no earlier than this after its API call starts
-CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaMemsetAsync": 51, "cudaFuncSetAttribute": 273,
-        "cudaStreamIsCapturing": 317, "cudaEventRecord": 135, "cudaStreamWaitEvent": 147, "cudaStreamSynchronize": 131}
-API_US = {"cudaLaunchKernel": 5, "cudaMemcpyAsync": 9, "cudaMemsetAsync": 5, "cudaFuncSetAttribute": 2,
-          "cudaStreamIsCapturing": 1, "cudaEventRecord": 3, "cudaStreamWaitEvent": 2}
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaFuncSetAttribute": 273,
+    "cudaStreamIsCapturing": 317,
+    "cudaEventRecord": 135,
+    "cudaStreamWaitEvent": 147,
+    "cudaStreamSynchronize": 131,
+}
+API_US = {
+    "cudaLaunchKernel": 5,
+    "cudaMemcpyAsync": 9,
+    "cudaMemsetAsync": 5,
+    "cudaFuncSetAttribute": 2,
+    "cudaStreamIsCapturing": 1,
+    "cudaEventRecord": 3,
+    "cudaStreamWaitEvent": 2,
+}
 
 
 # -- the layer: one op tree, replayed `blocks` times per step -----------------------------------------
@@ -82,8 +97,10 @@ def _k(name: str, us: int, stream: int = COMPUTE) -> Api:
 
 GEMM = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_stage3_warpsize2x4x1_tensor16x8x16_kernel"
 GEMM_NN = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64_stage4_warpsize2x2x1_tensor16x8x16_kernel"
-LN = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>"
-      "(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)")
+LN = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>"
+    "(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)"
+)
 ELEM = "void at::native::vectorized_elementwise_kernel<4, at::native::{}<c10::BFloat16>, at::detail::Array<char*, 3> >"
 FLASH = "void pytorch_flash::flash_{}_kernel<Flash_{}_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t>, true>(pytorch_flash::Flash_{}_params)"
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -91,25 +108,52 @@ ACT, W = "16,2048,4096", "4096,4096"
 
 
 def _linear(out_us: int, shapes: str) -> Op:
-    return Op("aten::linear", (Op("aten::t", (), W, "c10::BFloat16"),
-                               Op("aten::addmm", (_k(GEMM, out_us),), shapes, "c10::BFloat16;c10::BFloat16;c10::BFloat16")),
-              shapes, "c10::BFloat16;c10::BFloat16;c10::BFloat16")
+    return Op(
+        "aten::linear",
+        (
+            Op("aten::t", (), W, "c10::BFloat16"),
+            Op("aten::addmm", (_k(GEMM, out_us),), shapes, "c10::BFloat16;c10::BFloat16;c10::BFloat16"),
+        ),
+        shapes,
+        "c10::BFloat16;c10::BFloat16;c10::BFloat16",
+    )
 
 
 def _mm_backward(us: int) -> Op:
-    return Op("autograd::engine::evaluate_function: MmBackward0", (
-        Op("MmBackward0", (Op("aten::mm", (_k(GEMM_NN, us),), f"{ACT};{W}", "c10::BFloat16;c10::BFloat16"),
-                           Op("aten::mm", (_k(GEMM, us),), f"{W};{ACT}", "c10::BFloat16;c10::BFloat16"))),))
+    return Op(
+        "autograd::engine::evaluate_function: MmBackward0",
+        (
+            Op(
+                "MmBackward0",
+                (
+                    Op("aten::mm", (_k(GEMM_NN, us),), f"{ACT};{W}", "c10::BFloat16;c10::BFloat16"),
+                    Op("aten::mm", (_k(GEMM, us),), f"{W};{ACT}", "c10::BFloat16;c10::BFloat16"),
+                ),
+            ),
+        ),
+    )
 
 
 BF16_2 = "c10::BFloat16;c10::BFloat16"
 FORWARD = (
     Op("aten::layer_norm", (Op("aten::native_layer_norm", (_k(LN, 30),), f"{ACT};4096;4096", "c10::BFloat16;;"),), ACT),
     _linear(240, f"12288;{ACT};12288,4096"),
-    Op("aten::scaled_dot_product_attention", (
-        Op("aten::_scaled_dot_product_flash_attention", (
-            Op("aten::_flash_attention_forward", (Api("cudaFuncSetAttribute"), _k(FLASH.format("fwd", "fwd", "fwd"), 420))),),
-           "16,32,2048,128;16,32,2048,128;16,32,2048,128", "c10::BFloat16;c10::BFloat16;c10::BFloat16"),)),
+    Op(
+        "aten::scaled_dot_product_attention",
+        (
+            Op(
+                "aten::_scaled_dot_product_flash_attention",
+                (
+                    Op(
+                        "aten::_flash_attention_forward",
+                        (Api("cudaFuncSetAttribute"), _k(FLASH.format("fwd", "fwd", "fwd"), 420)),
+                    ),
+                ),
+                "16,32,2048,128;16,32,2048,128;16,32,2048,128",
+                "c10::BFloat16;c10::BFloat16;c10::BFloat16",
+            ),
+        ),
+    ),
     _linear(110, f"4096;{ACT};4096,4096"),
     Op("aten::add", (_k(ELEM.format("CUDAFunctor_add"), 20),), f"{ACT};{ACT}", BF16_2),
     Op("aten::layer_norm", (Op("aten::native_layer_norm", (_k(LN, 30),), f"{ACT};4096;4096", "c10::BFloat16;;"),), ACT),
@@ -117,27 +161,76 @@ FORWARD = (
     Op("aten::gelu", (_k(ELEM.format("GeluCUDAKernelImpl"), 60),), "16,2048,16384", "c10::BFloat16"),
     _linear(430, "4096;16,2048,16384;4096,16384"),
     Op("aten::add", (_k(ELEM.format("CUDAFunctor_add"), 20),), f"{ACT};{ACT}", BF16_2),
-    Op("aten::copy_", (Api("cudaStreamIsCapturing"), Api("cudaMemcpyAsync", Dev("memcpy", "Memcpy DtoD (Device -> Device)", 15))),
-       f"{ACT};{ACT}", BF16_2),
-    Op("aten::zero_", (Op("aten::fill_", (Api("cudaMemsetAsync", Dev("memset", "Memset (Device)", 3)),), "4096", "c10::BFloat16"),),
-       "4096", "c10::BFloat16"),
+    Op(
+        "aten::copy_",
+        (Api("cudaStreamIsCapturing"), Api("cudaMemcpyAsync", Dev("memcpy", "Memcpy DtoD (Device -> Device)", 15))),
+        f"{ACT};{ACT}",
+        BF16_2,
+    ),
+    Op(
+        "aten::zero_",
+        (Op("aten::fill_", (Api("cudaMemsetAsync", Dev("memset", "Memset (Device)", 3)),), "4096", "c10::BFloat16"),),
+        "4096",
+        "c10::BFloat16",
+    ),
 )
 BACKWARD = (
     _mm_backward(430),
-    Op("autograd::engine::evaluate_function: GeluBackward0", (
-        Op("GeluBackward0", (Op("aten::gelu_backward", (_k(ELEM.format("GeluBackwardCUDAKernelImpl"), 70),),
-                                "16,2048,16384;16,2048,16384", BF16_2),)),)),
-    Op("record_param_comms", (Api("cudaEventRecord"), Api("cudaStreamWaitEvent"), _k(ALLREDUCE, 1800, NCCL)),
-       "67108864", "c10::BFloat16"),
+    Op(
+        "autograd::engine::evaluate_function: GeluBackward0",
+        (
+            Op(
+                "GeluBackward0",
+                (
+                    Op(
+                        "aten::gelu_backward",
+                        (_k(ELEM.format("GeluBackwardCUDAKernelImpl"), 70),),
+                        "16,2048,16384;16,2048,16384",
+                        BF16_2,
+                    ),
+                ),
+            ),
+        ),
+    ),
+    Op(
+        "record_param_comms",
+        (Api("cudaEventRecord"), Api("cudaStreamWaitEvent"), _k(ALLREDUCE, 1800, NCCL)),
+        "67108864",
+        "c10::BFloat16",
+    ),
     _mm_backward(430),
-    Op("autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0", (
-        Op("aten::_flash_attention_backward", (Api("cudaFuncSetAttribute"),
-                                               _k(FLASH.format("bwd_dot_do_o", "bwd", "bwd"), 40),
-                                               _k(FLASH.format("bwd", "bwd", "bwd"), 900),
-                                               _k(FLASH.format("bwd_convert_dq", "bwd", "bwd"), 25))),)),
-    Op("aten::to", (Op("aten::_to_copy", (Op("aten::copy_", (
-        Api("cudaMemcpyAsync", Dev("memcpy", "Memcpy HtoD (Pinned -> Device)", 200, COPY)),), f"{ACT};{ACT}", BF16_2),)),),
-       ACT, "c10::BFloat16"),
+    Op(
+        "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
+        (
+            Op(
+                "aten::_flash_attention_backward",
+                (
+                    Api("cudaFuncSetAttribute"),
+                    _k(FLASH.format("bwd_dot_do_o", "bwd", "bwd"), 40),
+                    _k(FLASH.format("bwd", "bwd", "bwd"), 900),
+                    _k(FLASH.format("bwd_convert_dq", "bwd", "bwd"), 25),
+                ),
+            ),
+        ),
+    ),
+    Op(
+        "aten::to",
+        (
+            Op(
+                "aten::_to_copy",
+                (
+                    Op(
+                        "aten::copy_",
+                        (Api("cudaMemcpyAsync", Dev("memcpy", "Memcpy HtoD (Pinned -> Device)", 200, COPY)),),
+                        f"{ACT};{ACT}",
+                        BF16_2,
+                    ),
+                ),
+            ),
+        ),
+        ACT,
+        "c10::BFloat16",
+    ),
 )
 
 
@@ -159,8 +252,17 @@ def flatten() -> Program:
 
     def visit(node, thread: int, depth: int, parent: int | None, op: int | None) -> None:
         local = len(host)
-        row = {"local": local, "thread": thread, "depth": depth, "parent": parent, "name": node.name,
-               "ts": clock[0], "shapes": None, "types": None, "launches": False}
+        row = {
+            "local": local,
+            "thread": thread,
+            "depth": depth,
+            "parent": parent,
+            "name": node.name,
+            "ts": clock[0],
+            "shapes": None,
+            "types": None,
+            "launches": False,
+        }
         host.append(row)
         if isinstance(node, Api):
             dur = API_US[node.name] * 1000
@@ -171,8 +273,18 @@ def flatten() -> Program:
                 if d.stream == NCCL:  # cudaStreamWaitEvent: the all-reduce waits for the gradients
                     start = max(start, stream_free[COMPUTE] + 1_000)
                 stream_free[d.stream] = start + d.us * 1000
-                dev.append({"local": None, "kind": d.kind, "name": d.name, "stream": d.stream, "ts": start,
-                            "dur": d.us * 1000, "api": local, "op": op})
+                dev.append(
+                    {
+                        "local": None,
+                        "kind": d.kind,
+                        "name": d.name,
+                        "stream": d.stream,
+                        "ts": start,
+                        "dur": d.us * 1000,
+                        "api": local,
+                        "op": op,
+                    }
+                )
                 row["launches"] = True
             clock[0] += dur + 500
             return
@@ -217,20 +329,59 @@ def define(con, shape: Shape, lanes_file: Path) -> dict:
     per_step = 1 + len(TAIL) + B * E  # ids per (rank, step): the step, its tail, its layers
     step_ns = STEP_PREP_NS + B * prog.dev_ns + STEP_TAIL_NS
     period = step_ns + STEP_GAP_NS
-    p = {"R": shape.ranks, "S": shape.steps, "B": B, "E": E, "PER_STEP": per_step, "EPOCH": EPOCH_NS,
-         "SKEW": RANK_SKEW_NS, "PERIOD": period, "PREP": STEP_PREP_NS, "HOST_NS": prog.host_ns, "DEV_NS": prog.dev_ns,
-         "STEP_NS": step_ns, "RANKS_TEXT": "[" + ", ".join(map(str, range(shape.ranks))) + "]"}
-    con.execute("CREATE OR REPLACE TEMP TABLE prog_host (local INT, thread INT, kind VARCHAR, name VARCHAR, depth INT, "
-                "parent INT, ext INT, ts BIGINT, dur BIGINT, slack BIGINT, shapes VARCHAR, types VARCHAR, launches BOOL)")
-    con.executemany("INSERT INTO prog_host VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[h["local"], h["thread"], h["kind"], h["name"], h["depth"], h["parent"], h["ext"], h["ts"], h["dur"],
-                      h["slack"], h["shapes"], h["types"], h["launches"]] for h in prog.host])
-    con.execute("CREATE OR REPLACE TEMP TABLE prog_dev (local INT, kind VARCHAR, name VARCHAR, stream BIGINT, ts BIGINT, "
-                "dur BIGINT, api INT, op INT)")
-    con.executemany("INSERT INTO prog_dev VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[d["local"], d["kind"], d["name"], d["stream"], d["ts"], d["dur"], d["api"], d["op"]] for d in prog.dev])
-    con.execute("CREATE OR REPLACE TEMP TABLE cbid AS SELECT * FROM (VALUES "
-                + ", ".join(f"('{k}', {v})" for k, v in CBID.items()) + ") t(name, cbid)")
+    p = {
+        "R": shape.ranks,
+        "S": shape.steps,
+        "B": B,
+        "E": E,
+        "PER_STEP": per_step,
+        "EPOCH": EPOCH_NS,
+        "SKEW": RANK_SKEW_NS,
+        "PERIOD": period,
+        "PREP": STEP_PREP_NS,
+        "HOST_NS": prog.host_ns,
+        "DEV_NS": prog.dev_ns,
+        "STEP_NS": step_ns,
+        "RANKS_TEXT": "[" + ", ".join(map(str, range(shape.ranks))) + "]",
+    }
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE prog_host (local INT, thread INT, kind VARCHAR, name VARCHAR, depth INT, "
+        "parent INT, ext INT, ts BIGINT, dur BIGINT, slack BIGINT, shapes VARCHAR, types VARCHAR, launches BOOL)"
+    )
+    con.executemany(
+        "INSERT INTO prog_host VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            [
+                h["local"],
+                h["thread"],
+                h["kind"],
+                h["name"],
+                h["depth"],
+                h["parent"],
+                h["ext"],
+                h["ts"],
+                h["dur"],
+                h["slack"],
+                h["shapes"],
+                h["types"],
+                h["launches"],
+            ]
+            for h in prog.host
+        ],
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE prog_dev (local INT, kind VARCHAR, name VARCHAR, stream BIGINT, ts BIGINT, "
+        "dur BIGINT, api INT, op INT)"
+    )
+    con.executemany(
+        "INSERT INTO prog_dev VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [[d["local"], d["kind"], d["name"], d["stream"], d["ts"], d["dur"], d["api"], d["op"]] for d in prog.dev],
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cbid AS SELECT * FROM (VALUES "
+        + ", ".join(f"('{k}', {v})" for k, v in CBID.items())
+        + ") t(name, cbid)"
+    )
     sql = SQL
     for k, v in sorted(p.items(), key=lambda kv: -len(kv[0])):
         sql = sql.replace(f"${k}", str(v))
@@ -376,8 +527,18 @@ FROM (
 """
 
 # what finalize.sql derives (slices)
-STAGED = ("step", "depth", "parent_id", "self_dur", "launch_id", "launch_name", "wait", "launch_api", "launch_api_ts",
-          "launch_api_dur")
+STAGED = (
+    "step",
+    "depth",
+    "parent_id",
+    "self_dur",
+    "launch_id",
+    "launch_name",
+    "wait",
+    "launch_api",
+    "launch_api_ts",
+    "launch_api_dur",
+)
 FROM_LAUNCHER = ("input_shapes", "input_types")  # what it copies from the launcher into device records
 
 
@@ -400,8 +561,17 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
         summary = summarise(con, tmp)
         con.close()
         shutil.rmtree(tmp / "_spill", ignore_errors=True)
-        sources = [SourceFile(path=f"synthetic:gen_runstore rank {r}", format="kineto", rank=r, index=r, version="1",
-                              devices=[{"id": r, "name": "NVIDIA A100-SXM4-80GB"}]) for r in range(shape.ranks)]
+        sources = [
+            SourceFile(
+                path=f"synthetic:gen_runstore rank {r}",
+                format="kineto",
+                rank=r,
+                index=r,
+                version="1",
+                devices=[{"id": r, "name": "NVIDIA A100-SXM4-80GB"}],
+            )
+            for r in range(shape.ranks)
+        ]
         manifest = {
             "id": uuid.uuid4().hex,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -411,8 +581,12 @@ def write(out: Path, shape: Shape, memory_limit: str = "8GB", log=print) -> dict
             "ranks": list(range(shape.ranks)),
             "hosts": [],
             "tables": rows,
-            "metadata": {"generator": "benchmarks/gen_runstore.py", **dataclasses.asdict(shape), "blocks": params["B"],
-                         "device_records_per_step": params["device_records"] // shape.steps},
+            "metadata": {
+                "generator": "benchmarks/gen_runstore.py",
+                **dataclasses.asdict(shape),
+                "blocks": params["B"],
+                "device_records_per_step": params["device_records"] // shape.steps,
+            },
             "skipped": [],
             "derived": schema.derived(),
             **summary,
@@ -441,13 +615,20 @@ def verify(shape: Shape = Shape(device_records=2_000, ranks=2, steps=3)) -> list
         define(con, shape, Path(d) / "_lanes.parquet")
         staging = Path(d)
         staged = ", ".join(
-            "CASE WHEN kind = 'step' THEN step END AS step" if c.name == "step"  # an importer states a step slice's step
-            else f"NULL::{c.sql_type} AS {c.name}" if c.name in STAGED
-            else f"CASE WHEN device = 'host' THEN {c.name} END AS {c.name}" if c.name in FROM_LAUNCHER else c.name
-            for c in schema.tables()["slices"].columns)
-        for name, select in (("slices", f"SELECT {staged} FROM final_slices"),
-                             ("flows", "SELECT * REPLACE (NULL::BIGINT AS step) FROM final_flows"),
-                             ("comm", "SELECT * REPLACE (NULL::VARCHAR AS device, NULL::BIGINT AS step) FROM final_comm")):
+            "CASE WHEN kind = 'step' THEN step END AS step"
+            if c.name == "step"  # an importer states a step slice's step
+            else f"NULL::{c.sql_type} AS {c.name}"
+            if c.name in STAGED
+            else f"CASE WHEN device = 'host' THEN {c.name} END AS {c.name}"
+            if c.name in FROM_LAUNCHER
+            else c.name
+            for c in schema.tables()["slices"].columns
+        )
+        for name, select in (
+            ("slices", f"SELECT {staged} FROM final_slices"),
+            ("flows", "SELECT * REPLACE (NULL::BIGINT AS step) FROM final_flows"),
+            ("comm", "SELECT * REPLACE (NULL::VARCHAR AS device, NULL::BIGINT AS step) FROM final_comm"),
+        ):
             (staging / name).mkdir()
             con.execute(f"COPY ({select}) TO '{staging / name / 'x.parquet'}' (FORMAT parquet)")
         con.execute("CREATE SCHEMA gen")
@@ -457,7 +638,9 @@ def verify(shape: Shape = Shape(device_records=2_000, ranks=2, steps=3)) -> list
         for name in ("slices", "flows", "comm", "lane_totals", "lanes"):
             fix = " REPLACE (self_dur::DOUBLE AS self_dur)" if name == "slices" else ""
             for a, b in ((f"gen.{name}", f"final_{name}"), (f"final_{name}", f"gen.{name}")):
-                n = con.execute(f"SELECT count(*) FROM (SELECT *{fix} FROM {a} EXCEPT ALL SELECT *{fix} FROM {b})").fetchone()[0]
+                n = con.execute(
+                    f"SELECT count(*) FROM (SELECT *{fix} FROM {a} EXCEPT ALL SELECT *{fix} FROM {b})"
+                ).fetchone()[0]
                 if n:
                     problems.append(f"{name}: {n} rows of {a} not in {b}")
         con.close()
@@ -475,15 +658,19 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.verify:
         problems = verify()
-        print("\n".join(problems) or "generated records = what finalize.sql derives from them (slices, flows, comm, "
-                                     "lane_totals, lanes)")
+        print(
+            "\n".join(problems)
+            or "generated records = what finalize.sql derives from them (slices, flows, comm, lane_totals, lanes)"
+        )
         return 1 if problems else 0
     if not a.out:
         ap.error("-o/--out is required (or --verify)")
     t0 = time.perf_counter()
     info = write(a.out, Shape(a.device_records, a.ranks, a.steps), a.memory_limit)
-    print(f"wrote {a.out}: {info['device_records']:,} device records, {a.ranks} ranks x {a.steps} steps x "
-          f"{info['B']} layers in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"wrote {a.out}: {info['device_records']:,} device records, {a.ranks} ranks x {a.steps} steps x "
+        f"{info['B']} layers in {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 

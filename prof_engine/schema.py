@@ -94,11 +94,12 @@ def tables() -> dict[str, Table]:
             raise ValueError(f"{path.name}: partition key columns {missing} are missing")
         keys = tuple(raw.get("partition_by", PARTITION_KEYS))
         if not set(keys) <= set(PARTITION_KEYS) or keys[:1] != ("device",):
-            raise ValueError(f"{path.name}: partition_by must be [\"device\"] or [\"device\", \"step\"]")
+            raise ValueError(f'{path.name}: partition_by must be ["device"] or ["device", "step"]')
         derived = bool(raw.get("derived", False))
         sort_by = tuple(raw.get("sort_by", ()))
-        if sort_by and (not derived or sort_by[:1 + len(keys)] != ("rank", *keys)
-                        or not set(sort_by) <= {c.name for c in cols}):
+        if sort_by and (
+            not derived or sort_by[: 1 + len(keys)] != ("rank", *keys) or not set(sort_by) <= {c.name for c in cols}
+        ):
             raise ValueError(f"{path.name}: sort_by must be rank, the partition keys, then columns of a derived table")
         out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys, derived, sort_by)
     return out
@@ -119,8 +120,11 @@ def derived() -> list[str]:
     rank was finalised whole (an import unit, not a live run's batch): the derived tables, columns
     as `table.column`, and a derived table stored in its `sort_by` order as `table.sorted`. A run's
     manifest lists those it holds (`derived`)."""
-    return [*derived_tables(), *(f"{n}.{c.name}" for n, t in stored_tables().items() for c in t.columns if c.derived),
-            *(f"{n}.sorted" for n, t in derived_tables().items() if t.sort_by)]
+    return [
+        *derived_tables(),
+        *(f"{n}.{c.name}" for n, t in stored_tables().items() for c in t.columns if c.derived),
+        *(f"{n}.sorted" for n, t in derived_tables().items() if t.sort_by),
+    ]
 
 
 def validate(table_name: str, batch: pa.RecordBatch | pa.Table) -> None:
@@ -153,9 +157,18 @@ def reference_markdown() -> str:
     for t in tables().values():
         where = "" if t.stored else " Not stored: built when a run is opened."
         if t.sort_by:
-            where += (f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
-                      f"{' and '.join(t.partition_keys)}.")
-        lines += [f"## `{t.name}`", "", t.description + where, "", "| column | type | unit | null | meaning |", "|---|---|---|---|---|"]
+            where += (
+                f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
+                f"{' and '.join(t.partition_keys)}."
+            )
+        lines += [
+            f"## `{t.name}`",
+            "",
+            t.description + where,
+            "",
+            "| column | type | unit | null | meaning |",
+            "|---|---|---|---|---|",
+        ]
         for c in t.columns:
             lines.append(f"| `{c.name}` | {c.type} | {c.unit} | {'yes' if c.nullable else ''} | {c.description} |")
         lines.append("")

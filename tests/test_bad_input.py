@@ -16,16 +16,16 @@ from conftest import x
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
-    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *mentions: str) -> str:
     """Exit 1, stderr exactly one `Error:` line (naming `mentions`), no traceback; return that line."""
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
-    assert proc.stderr.startswith("Error:") and proc.stderr.count("\n") == 1 and proc.stderr.endswith("\n"), \
-        proc.stderr
+    assert proc.stderr.startswith("Error:") and proc.stderr.count("\n") == 1 and proc.stderr.endswith("\n"), proc.stderr
     for m in mentions:
         assert m in proc.stderr
     return proc.stderr
@@ -71,13 +71,21 @@ BAD_SOURCES: dict[str, tuple[str, Callable[[], str | bytes | None]]] = {
     # (a time int64 ns holds but no run has, 2^62 ns or more from 0: dropped and said, see
     # test_values_out_of_range_are_dropped_or_no_step_and_said)
     "not_utf8": ("trace.json", lambda: trace_text(5000).replace("aten::op4000", "aten::op\xe9").encode("latin-1")),
-    "number_out_of_range": ("trace.json", lambda: trace_text().replace('"args": {}', '"args": {"Input Dims": '
-                                                                          '[[1e400]]}', 1)),
-    "rank_out_of_range": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
-                                                                     '"distributedInfo": {"rank": 9223372036854775808}')),
+    "number_out_of_range": (
+        "trace.json",
+        lambda: trace_text().replace('"args": {}', '"args": {"Input Dims": [[1e400]]}', 1),
+    ),
+    "rank_out_of_range": (
+        "trace.json",
+        lambda: trace_text().replace(
+            '{"schemaVersion": 1', '{"schemaVersion": 1, "distributedInfo": {"rank": 9223372036854775808}'
+        ),
+    ),
     "no_events": ("trace.json", lambda: '{"traceEvents": []}'),  # said an internal staging path was missing
-    "base_time_negative": ("trace.json", lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, '
-                                                                      '"baseTimeNanoseconds": -1e20')),
+    "base_time_negative": (
+        "trace.json",
+        lambda: trace_text().replace('{"schemaVersion": 1', '{"schemaVersion": 1, "baseTimeNanoseconds": -1e20'),
+    ),
 }
 
 
@@ -128,10 +136,13 @@ def test_an_unreadable_rank_is_left_out_not_the_import(tmp_path, monkeypatch):
         assert run.manifest["skipped"] == [{"error": f"{tmp_path / 'r1.json'}: cannot read: Permission denied"}]
 
 
-@pytest.mark.parametrize("damage, says", [
-    ("rank_2_31", "rank 2147483648 is out of range"),  # was ArrowInvalid from the int32 rank column
-    ("deep_metadata", "nested too deeply"),  # was a RecursionError from json
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        ("rank_2_31", "rank 2147483648 is out of range"),  # was ArrowInvalid from the int32 rank column
+        ("deep_metadata", "nested too deeply"),  # was a RecursionError from json
+    ],
+)
 def test_ascend_side_files_out_of_range_or_too_deep(tmp_path, damage, says):
     """A rank from `profiler_info_2147483648.json`, or a side file nested past the recursion limit,
     is one line naming the file: the rank is left out and the other imports."""
@@ -142,7 +153,9 @@ def test_ascend_side_files_out_of_range_or_too_deep(tmp_path, damage, says):
     src = tmp_path / "npu"
     shutil.copytree(fixture_path("ascend", "torch_npu_2rank_level1_text"), src)
     if damage == "rank_2_31":
-        (src / "rank1_ascend_pt" / "profiler_info_1.json").rename(src / "rank1_ascend_pt" / "profiler_info_2147483648.json")
+        (src / "rank1_ascend_pt" / "profiler_info_1.json").rename(
+            src / "rank1_ascend_pt" / "profiler_info_2147483648.json"
+        )
         bad = src / "rank1_ascend_pt" / "profiler_info_2147483648.json"
     else:
         bad = src / "rank1_ascend_pt" / "profiler_metadata.json"
@@ -207,8 +220,9 @@ def test_query_missing_run(tmp_path):
     assert leftovers(tmp_path, "nope") == []
 
 
-@pytest.mark.parametrize("sql", ["selec broken from", "select no_such_column from step_trace",
-                                 "select * from no_such_table"])
+@pytest.mark.parametrize(
+    "sql", ["selec broken from", "select no_such_column from step_trace", "select * from no_such_table"]
+)
 def test_query_bad_sql(good, sql):
     """Bad SQL (parser, binder or catalog error; DuckDB's are multi-line) gives one `Error:` line."""
     assert_user_error(cli(good, "query", "run", sql), "SQL error")
@@ -248,17 +262,24 @@ def test_out_of_memory_is_one_line_saying_how_to_allow_more(good, monkeypatch):
     assert_user_error(cli(good, "export", "run", "op_summary", "-o", out), "out of memory", "PROF_ENGINE_MEMORY_LIMIT")
     assert not out.exists() or not any(out.iterdir())
     monkeypatch.delenv("PROF_ENGINE_MEMORY_LIMIT")
-    with prof_engine.open(good / "run", memory_limit="20MB") as run, \
-         pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"):
+    with (
+        prof_engine.open(good / "run", memory_limit="20MB") as run,
+        pytest.raises(prof_engine.QueryError, match="ran out of memory.*PROF_ENGINE_MEMORY_LIMIT"),
+    ):
         run.sql("SELECT list(a) FROM range(10000000) t(a)")  # a list aggregate cannot spill
 
 
-@pytest.mark.parametrize(("file", "column", "bad"), [("npu_module_mem.csv", "Total Reserved(MB)", "x"),
-                                                    ("memory_record.csv", "Timestamp(us)", "inf"),
-                                                    ("operator_memory.csv", "Size(KB)", "nan"),
-                                                    ("operator_memory.csv", "Size(KB)", "1e20"),
-                                                    ("kernel_details.csv", "Start Time(us)", "12x34"),
-                                                    ("kernel_details.csv", "Duration(us)", "-")])
+@pytest.mark.parametrize(
+    ("file", "column", "bad"),
+    [
+        ("npu_module_mem.csv", "Total Reserved(MB)", "x"),
+        ("memory_record.csv", "Timestamp(us)", "inf"),
+        ("operator_memory.csv", "Size(KB)", "nan"),
+        ("operator_memory.csv", "Size(KB)", "1e20"),
+        ("kernel_details.csv", "Start Time(us)", "12x34"),
+        ("kernel_details.csv", "Duration(us)", "-"),
+    ],
+)
 def test_a_memory_cell_that_is_not_a_number(tmp_path, file, column, bad):
     """A torch_npu memory or kernel file whose number cell is text (or not finite): one line naming
     the file, the column and the value, not a traceback or a NaN in the run."""
@@ -286,13 +307,19 @@ def test_negative_durations_are_read_as_zero_and_said(tmp_path, monkeypatch, nat
     """An event that ends before it starts is read as 0 µs long, not dropped and not negative, and
     the import says how many there were (native scanner and pure-Python path alike)."""
     monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
-    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, -5), x("aten::add", 20, 3),
-              x("k", 30, -2, cat="kernel", pid=0, tid=7, device=0, stream=7)]
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("aten::mm", 10, -5),
+        x("aten::add", 20, 3),
+        x("k", 30, -2, cat="kernel", pid=0, tid=7, device=0, stream=7),
+    ]
     (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
     proc = cli(tmp_path, "import", "t.json", "-o", "run")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.splitlines()[0] == ("Warning: negative_durations: 2 of 4 (50.00 %) on r0: slices that end "
-                                           "before they start, read as 0 µs long (t.json)")
+    assert proc.stderr.splitlines()[0] == (
+        "Warning: negative_durations: 2 of 4 (50.00 %) on r0: slices that end "
+        "before they start, read as 0 µs long (t.json)"
+    )
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["sources"][0]["info"]["negative_durations"] == 2
     assert manifest["tables"]["slices"] == 4
@@ -304,22 +331,29 @@ def test_odd_fields_that_name_nothing_are_read_as_absent(tmp_path, monkeypatch):
     properties and a host name of the wrong type."""
     for native in ("1", "0"):
         monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
-        events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), {**x("aten::mm", 10, 5), "args": 1e20},
-                  {**x("aten::add", 20, 5), "args": [1, 2]},
-                  x("k", 30, 2, cat="kernel", pid=0, tid=7, device=2**63, stream=7, correlation=2**64),
-                  {"ph": "M", "name": [1, 2], "pid": 1, "tid": 1, "args": {"name": "x"}},
-                  {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": 7}]
+        events = [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            {**x("aten::mm", 10, 5), "args": 1e20},
+            {**x("aten::add", 20, 5), "args": [1, 2]},
+            x("k", 30, 2, cat="kernel", pid=0, tid=7, device=2**63, stream=7, correlation=2**64),
+            {"ph": "M", "name": [1, 2], "pid": 1, "tid": 1, "args": {"name": "x"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": 7},
+        ]
         trace = {"schemaVersion": 1, "deviceProperties": 5, "host_name": {"a": 1}, "traceEvents": events}
         (tmp_path / "t.json").write_text(json.dumps(trace), encoding="utf-8")
         proc = cli(tmp_path, "import", "t.json", "-o", f"run{native}")
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         manifest = json.loads((tmp_path / f"run{native}" / "manifest.json").read_text(encoding="utf-8"))
         assert manifest["tables"]["slices"] == 4 and manifest["hosts"] == []
-        done = cli(tmp_path, "query", f"run{native}", "SELECT name, args, correlation FROM slices ORDER BY ts",
-                   "-f", "csv")
-        assert done.stdout.splitlines()[1:] == ['"ProfilerStep#1","{}",', '"aten::mm",,', '"aten::add",,',
-                                                 '"k","{""device"": 9223372036854775808, ""stream"": 7, '
-                                                 '""correlation"": 18446744073709551616}",'], done.stdout
+        done = cli(
+            tmp_path, "query", f"run{native}", "SELECT name, args, correlation FROM slices ORDER BY ts", "-f", "csv"
+        )
+        assert done.stdout.splitlines()[1:] == [
+            '"ProfilerStep#1","{}",',
+            '"aten::mm",,',
+            '"aten::add",,',
+            '"k","{""device"": 9223372036854775808, ""stream"": 7, ""correlation"": 18446744073709551616}",',
+        ], done.stdout
 
 
 def _out_of_range_trace(paired: bool) -> list[dict]:
@@ -331,16 +365,23 @@ def _out_of_range_trace(paired: bool) -> list[dict]:
     events = []
     for i in range(3):
         t = base + 1000 * i
-        events += [x(f"ProfilerStep#{i + 1}", t, 1000, cat="user_annotation"), x("aten::mm", t + 10, 100),
-                   x("cudaLaunchKernel", t + 20, 5, cat="cuda_runtime", correlation=i + 1),
-                   x("gemm", t + 50, 200, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1)]
-    events += [x("ProfilerStep#99999999999999999999", base + 500, 100, cat="user_annotation"),
-               x("aten::long_op", base + 1500, 12 * 86_400e6),
-               x("far_kernel", 2**62 / 1000 + 5, 3, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
-               x("aten::end_beyond_int64", 9223372036854775, 10)]
+        events += [
+            x(f"ProfilerStep#{i + 1}", t, 1000, cat="user_annotation"),
+            x("aten::mm", t + 10, 100),
+            x("cudaLaunchKernel", t + 20, 5, cat="cuda_runtime", correlation=i + 1),
+            x("gemm", t + 50, 200, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=i + 1),
+        ]
+    events += [
+        x("ProfilerStep#99999999999999999999", base + 500, 100, cat="user_annotation"),
+        x("aten::long_op", base + 1500, 12 * 86_400e6),
+        x("far_kernel", 2**62 / 1000 + 5, 3, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
+        x("aten::end_beyond_int64", 9223372036854775, 10),
+    ]
     if paired:
-        events += [{"ph": "B", "name": "paired", "pid": 1, "tid": 1, "ts": base + 30},
-                   {"ph": "E", "pid": 1, "tid": 1, "ts": base + 40}]
+        events += [
+            {"ph": "B", "name": "paired", "pid": 1, "tid": 1, "ts": base + 30},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": base + 40},
+        ]
     return events
 
 
@@ -351,8 +392,9 @@ def test_values_out_of_range_are_dropped_or_no_step_and_said(tmp_path, monkeypat
     range, not a step; a slice longer than a week or 2^62 ns from the clock's zero is dropped; the
     import warns `values_out_of_range` with the count and the first one, and the steps stay sane."""
     monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
-    (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": _out_of_range_trace(paired)}),
-                                     encoding="utf-8")
+    (tmp_path / "t.json").write_text(
+        json.dumps({"schemaVersion": 1, "traceEvents": _out_of_range_trace(paired)}), encoding="utf-8"
+    )
     proc = cli(tmp_path, "import", "t.json", "-o", "run")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "values_out_of_range" in proc.stderr
@@ -360,11 +402,24 @@ def test_values_out_of_range_are_dropped_or_no_step_and_said(tmp_path, monkeypat
     (found,) = [f for f in manifest["sources"][0]["info"]["findings"] if f["rule"] == "values_out_of_range"]
     assert found["count"] == 4
     assert found["detail"].startswith("first: 'aten::long_op' at 1700000000001500000 ns, 1036800000000000 ns long")
-    done = cli(tmp_path, "query", "run", "SELECT kind, step FROM slices WHERE name LIKE 'ProfilerStep#9%' "
-               "OR name IN ('aten::long_op', 'far_kernel', 'aten::end_beyond_int64')", "-f", "csv")
+    done = cli(
+        tmp_path,
+        "query",
+        "run",
+        "SELECT kind, step FROM slices WHERE name LIKE 'ProfilerStep#9%' "
+        "OR name IN ('aten::long_op', 'far_kernel', 'aten::end_beyond_int64')",
+        "-f",
+        "csv",
+    )
     assert done.stdout.splitlines()[1:] == ['"user_range",1'], done.stdout  # a range within step 1
-    steps = cli(tmp_path, "query", "run", 'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" '
-                'FROM step_trace', "-f", "csv")
+    steps = cli(
+        tmp_path,
+        "query",
+        "run",
+        'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" FROM step_trace',
+        "-f",
+        "csv",
+    )
     assert steps.stdout.splitlines()[1:] == ["1,50,200.000", "2,50,200.000", "3,50,200.000"], steps.stdout
 
 
@@ -376,8 +431,11 @@ def test_a_slice_years_away_from_its_file_is_dropped_and_said(tmp_path, monkeypa
     than 7 days from the file's median start), the import says so, and the other steps stay sane."""
     monkeypatch.setenv("PROF_ENGINE_NATIVE", native)
     events = _out_of_range_trace(False)[:12]  # the three sane steps
-    at = next(i for i, e in enumerate(events) if (e["name"] == "ProfilerStep#2" if moved == "step"
-                                                  else e["name"] == "gemm" and e["args"]["correlation"] == 2))
+    at = next(
+        i
+        for i, e in enumerate(events)
+        if (e["name"] == "ProfilerStep#2" if moved == "step" else e["name"] == "gemm" and e["args"]["correlation"] == 2)
+    )
     events[at] = {**events[at], "ts": 0}
     (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}), encoding="utf-8")
     proc = cli(tmp_path, "import", "t.json", "-o", "run")
@@ -387,8 +445,14 @@ def test_a_slice_years_away_from_its_file_is_dropped_and_said(tmp_path, monkeypa
     name = "gemm" if moved == "kernel" else "ProfilerStep#2"
     assert found["count"] == 1 and found["detail"].startswith(f"first: {name!r} at 0 ns, 19,676 days from")
     assert manifest["tables"]["slices"] == 11
-    steps = cli(tmp_path, "query", "run", 'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" '
-                'FROM step_trace', "-f", "csv")
+    steps = cli(
+        tmp_path,
+        "query",
+        "run",
+        'SELECT "Step", "Preparing", "End Time(us)" - "Start Time(us)" FROM step_trace',
+        "-f",
+        "csv",
+    )
     # step 2 without its kernel has no device span; without its step record, its kernel none of a step
     want = ["1,50,200.000", "3,50,200.000"] + ([",,200.000"] if moved == "step" else [])
     assert steps.stdout.splitlines()[1:] == want, steps.stdout
@@ -407,10 +471,20 @@ def test_an_address_space_limit_gives_one_line_or_a_run_never_an_abort(tmp_path,
     600 MB, and under 300 MB the CLI says in one line which limit to raise."""
     from conftest import REPO
 
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "gen_kineto.py"), "--mb", "20", "-o",
-                    str(tmp_path / "t.json")], check=True, capture_output=True, timeout=120)
-    proc = subprocess.run([sys.executable, "-m", "prof_engine", "import", "t.json", "-o", "run"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, preexec_fn=_under_address_space(mb))
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gen_kineto.py"), "--mb", "20", "-o", str(tmp_path / "t.json")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "prof_engine", "import", "t.json", "-o", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_under_address_space(mb),
+    )
     if imports:
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert (tmp_path / "run" / "manifest.json").is_file()
@@ -440,14 +514,17 @@ main()
     assert proc.returncode == 130 and proc.stderr in ("Interrupted\n", ""), (proc.returncode, proc.stderr[-2000:])
 
 
-@pytest.mark.parametrize("sql, refused", [
-    ("select * from read_csv('/etc/passwd')", "Permission Error"),
-    ("copy (select 1 as a) to 'run/leak.csv'", "not COPY"),
-    ("attach 'other.db'", "not ATTACH"),
-    ("install httpfs", "not LOAD"),
-    ("set enable_external_access = true", "not SET"),
-    ("select 1; copy (select 1 as a) to 'leak.csv'", "not COPY"),
-])
+@pytest.mark.parametrize(
+    "sql, refused",
+    [
+        ("select * from read_csv('/etc/passwd')", "Permission Error"),
+        ("copy (select 1 as a) to 'run/leak.csv'", "not COPY"),
+        ("attach 'other.db'", "not ATTACH"),
+        ("install httpfs", "not LOAD"),
+        ("set enable_external_access = true", "not SET"),
+        ("select 1; copy (select 1 as a) to 'leak.csv'", "not COPY"),
+    ],
+)
 def test_query_safe_refuses_files_writes_and_settings(good, sql, refused):
     """`query` is full DuckDB (documented); `query --safe` (`open(path, read_only_sql=True)`) is
     for serving SQL from others: only SELECT/EXPLAIN, no file outside the run, nothing written."""

@@ -18,15 +18,45 @@ from conftest import fixture_path, write_trace, x
 SUMMARIES = ("op_summary", "op_statistic", "task_time", "api_statistic", "step_trace")
 # msprof column runs each summary's header must contain, in this order.
 MSPROF_COLUMNS = {
-    "op_summary": ["Task ID", "Stream ID", "Op Name", "OP Type", "Task Type", "Task Start Time(us)",
-                   "Task Duration(us)", "Task Wait Time(us)"],
-    "op_statistic": ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
-                     "Max Time(us)", "Ratio(%)"],
-    "task_time": ["kernel_name", "kernel_type", "stream_id", "task_id", "task_time(us)", "task_start(us)",
-                  "task_stop(us)"],
+    "op_summary": [
+        "Task ID",
+        "Stream ID",
+        "Op Name",
+        "OP Type",
+        "Task Type",
+        "Task Start Time(us)",
+        "Task Duration(us)",
+        "Task Wait Time(us)",
+    ],
+    "op_statistic": [
+        "OP Type",
+        "Core Type",
+        "Count",
+        "Total Time(us)",
+        "Min Time(us)",
+        "Avg Time(us)",
+        "Max Time(us)",
+        "Ratio(%)",
+    ],
+    "task_time": [
+        "kernel_name",
+        "kernel_type",
+        "stream_id",
+        "task_id",
+        "task_time(us)",
+        "task_start(us)",
+        "task_stop(us)",
+    ],
     "api_statistic": ["Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)", "Variance"],
-    "step_trace": ["Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
-                   "Stage", "Bubble"],
+    "step_trace": [
+        "Computing",
+        "Communication(Not Overlapped)",
+        "Overlapped",
+        "Communication",
+        "Free",
+        "Stage",
+        "Bubble",
+    ],
 }
 
 
@@ -37,8 +67,13 @@ def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -
     # test before in the same worker, may have set it, and tables would lose columns
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     return subprocess.run(
-        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        timeout=300, preexec_fn=(lambda: os.umask(mask)) if mask is not None else None, env=env,
+        [sys.executable, "-m", "prof_engine", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=(lambda: os.umask(mask)) if mask is not None else None,
+        env=env,
     )
 
 
@@ -88,7 +123,10 @@ def test_import_writes_hive_partitioned_run(run, run_proc):
     assert (run / "manifest.json").is_file()
     parts = list(run.glob("slices/rank=*/device=*/part-*.parquet"))
     assert parts
-    assert {p.parent.relative_to(run / "slices").as_posix() for p in parts} >= {"rank=0/device=gpu0", "rank=1/device=gpu1"}
+    assert {p.parent.relative_to(run / "slices").as_posix() for p in parts} >= {
+        "rank=0/device=gpu0",
+        "rank=1/device=gpu1",
+    }
 
 
 def test_run_readable_by_plain_duckdb(run):
@@ -155,11 +193,13 @@ def test_export_timeline_draws_flows_between_their_slices(tmp_path):
     the slice it binds to, so Perfetto draws the arrow from the launch to the kernel."""
     from conftest import write_trace, x
 
-    events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-              x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
-              x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
-              {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
-              {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+    events = [
+        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
+        x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
+        {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
     write_trace(tmp_path / "t.json", events)
     ok(cli(tmp_path, "import", "t.json", "-o", "run"))
     ok(cli(tmp_path, "export", "run", "--timeline", "-o", "tl.json"))
@@ -175,11 +215,13 @@ def test_export_timeline_flow_ids_are_unique_per_run(tmp_path):
     from conftest import write_trace, x
 
     for rank in (0, 1):
-        events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-                  x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
-                  x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
-                  {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
-                  {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+        events = [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            x("cudaLaunchKernel", 10, 5, cat="cuda_runtime", correlation=3),
+            x("gemm", 20, 30, cat="kernel", pid=0, tid=7, correlation=3, device=0, stream=7),
+            {"ph": "s", "id": 3, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+            {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        ]
         write_trace(tmp_path / f"r{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2})
     ok(cli(tmp_path, "import", "r0.json", "r1.json", "-o", "run"))
     ok(cli(tmp_path, "export", "run", "--timeline", "-o", "tl.json"))
@@ -197,7 +239,9 @@ def test_export_timeline_into_a_directory(work, run):
     (work / "tl_dir").mkdir()
     proc = ok(cli(work, "export", run, "--timeline", "-o", "tl_dir"))
     (written,) = (work / "tl_dir").iterdir()
-    assert written.name.startswith("timeline_") and written.suffix == ".json" and written.name in proc.stdout + proc.stderr
+    assert (
+        written.name.startswith("timeline_") and written.suffix == ".json" and written.name in proc.stdout + proc.stderr
+    )
     assert json.loads(written.read_text(encoding="utf-8"))["traceEvents"]
 
 
@@ -216,8 +260,12 @@ def test_query_prints_values_that_are_not_finite(work, run):
     table = ok(cli(work, "query", run, sql)).stdout
     assert "inf" in table and "-inf" in table and "nan" in table
     line = ok(cli(work, "query", run, sql, "--format", "json")).stdout
-    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == \
-        {"a": None, "b": None, "c": None, "d": [1.5, None]}
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) == {
+        "a": None,
+        "b": None,
+        "c": None,
+        "d": [1.5, None],
+    }
 
 
 def test_table_prints_brackets_as_they_are(work, run):
@@ -252,10 +300,13 @@ def test_info(work, run):
 def test_csv_export_neutralises_formulas(tmp_path):
     """Op names a spreadsheet would evaluate get a leading quote in CSV; JSON keeps them raw."""
     evil = {'=HYPERLINK("http://x")', "-2+3"}
-    write_trace(tmp_path / "evil.json", [
-        x("ProfilerStep#1", 0, 100, cat="user_annotation"),
-        *(x(name, 10 + 30 * i, 20) for i, name in enumerate(sorted(evil))),
-    ])
+    write_trace(
+        tmp_path / "evil.json",
+        [
+            x("ProfilerStep#1", 0, 100, cat="user_annotation"),
+            *(x(name, 10 + 30 * i, 20) for i, name in enumerate(sorted(evil))),
+        ],
+    )
     ok(cli(tmp_path, "import", "evil.json", "-o", "run"))
     ok(cli(tmp_path, "export", "run", "op_statistic", "-o", "csv"))
     ok(cli(tmp_path, "export", "run", "op_statistic", "--format", "json", "-o", "json"))

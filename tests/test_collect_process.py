@@ -54,8 +54,9 @@ def test_kill_9_mid_run_leaves_the_finished_steps_readable(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(KILLED_PROGRAM)
     run = tmp_path / "run"
-    child = subprocess.Popen([sys.executable, str(script), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     while len(published_steps(run)) < 3 and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
@@ -91,8 +92,9 @@ mstx.mark("before exit")
 def test_a_profiler_still_running_at_exit_warns_and_completes_its_run(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(EXITING_PROGRAM)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "a Profiler was still running at exit; stopping it" in done.stderr
     with prof_engine.open(tmp_path / "run") as run:
@@ -101,8 +103,14 @@ def test_a_profiler_still_running_at_exit_warns_and_completes_its_run(tmp_path):
 
 
 def cli(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def test_collect_reads_prof_engine_config_where_no_config_is_given(tmp_path):
@@ -113,8 +121,16 @@ def test_collect_reads_prof_engine_config_where_no_config_is_given(tmp_path):
     done = cli(tmp_path, "collect", "--", "python", "prog.py", env={**os.environ, "PROF_ENGINE_CONFIG": "cfg.json"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "from_config" / "manifest.json").is_file()
-    done = cli(tmp_path, "collect", "-o", "run", "--", "python", "prog.py",
-               env={**os.environ, "PROF_ENGINE_CONFIG": "missing.json"})
+    done = cli(
+        tmp_path,
+        "collect",
+        "-o",
+        "run",
+        "--",
+        "python",
+        "prog.py",
+        env={**os.environ, "PROF_ENGINE_CONFIG": "missing.json"},
+    )
     assert done.returncode == 1 and done.stderr.startswith("Error: missing.json: cannot read")
     assert not (tmp_path / "run").exists()
 
@@ -153,12 +169,14 @@ def test_collect_user_errors_are_one_line(tmp_path):
 
 
 def test_collect_keeps_the_program_exit_status(tmp_path):
-    (tmp_path / "fail.py").write_text(textwrap.dedent("""
+    (tmp_path / "fail.py").write_text(
+        textwrap.dedent("""
         import sys
         from prof_engine import mstx
         mstx.mark("about to fail")
         sys.exit(3)
-    """))
+    """)
+    )
     done = cli(tmp_path, "collect", "-o", "run", "--level", "Level_none", "--", "python", "fail.py")
     assert done.returncode == 3 and "the program exited with status 3" in done.stderr
     with prof_engine.open(tmp_path / "run") as run:
@@ -180,9 +198,14 @@ def test_a_recorded_step_waits_for_its_torch_cycle(tmp_path, end):
 
     live = LiveRun(tmp_path / "run", sources=[], source_format="collector")
     t0 = time.time_ns()
-    items = [Start(live, SourceFile(path="prog", format="collector", rank=0, index=0), own_steps=False, subscribed=False),
-             StepDone(StepWindow(1, t0, t0 + 10**7, True), [(PUSH, t0 + 10**6, 1, "step_body", None, 0),
-                                                           (POP, t0 + 2 * 10**6, 1, None, None, 0)], [])]
+    items = [
+        Start(live, SourceFile(path="prog", format="collector", rank=0, index=0), own_steps=False, subscribed=False),
+        StepDone(
+            StepWindow(1, t0, t0 + 10**7, True),
+            [(PUSH, t0 + 10**6, 1, "step_body", None, 0), (POP, t0 + 2 * 10**6, 1, None, None, 0)],
+            [],
+        ),
+    ]
     if end == "closed":
         items.append(Close())
     serve(io.BytesIO(b"".join(pickle.dumps(i) for i in items)), io.BytesIO())
@@ -210,9 +233,26 @@ os.kill(os.getpid(), getattr(signal, sys.argv[1]))
 
 def _collect(tmp_path: Path, *program_args: str) -> subprocess.Popen:
     (tmp_path / "prog.py").write_text(STEPPING_PROGRAM)
-    return subprocess.Popen([sys.executable, "-m", "prof_engine", "collect", "-o", "run", "--level", "Level_none",
-                             "--", "python", "prog.py", *program_args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "prof_engine",
+            "collect",
+            "-o",
+            "run",
+            "--level",
+            "Level_none",
+            "--",
+            "python",
+            "prog.py",
+            *program_args,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_line(proc: subprocess.Popen, line: str, timeout: float = 120) -> None:
@@ -347,9 +387,26 @@ def test_ctrl_c_in_a_terminal_reaches_the_program_once(tmp_path):
     (tmp_path / "prog.py").write_text(CTRL_C_PROGRAM)
     master, slave = os.openpty()
     cli_proc = subprocess.Popen(  # the CLI leads a session whose controlling terminal is the pty
-        [sys.executable, "-m", "prof_engine", "collect", "-o", "run", "--level", "Level_none", "--", "python", "prog.py"],
-        cwd=tmp_path, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # noqa: PLW1509 - an ioctl only
+        [
+            sys.executable,
+            "-m",
+            "prof_engine",
+            "collect",
+            "-o",
+            "run",
+            "--level",
+            "Level_none",
+            "--",
+            "python",
+            "prog.py",
+        ],
+        cwd=tmp_path,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )  # noqa: PLW1509 - an ioctl only
     os.close(slave)
     out, sent = b"", False
     deadline = time.monotonic() + 300

@@ -27,10 +27,21 @@ def stage(live: LiveRun, index: int, steps: list[int], ops_per_step: int = 2) ->
     for step in steps:
         start = 1_000_000 * (step + 1)
         for kind, name, ts, dur in [("step", f"ProfilerStep#{step}", start, 900_000)] + [
-                ("host_op", "aten::mm", start + 1000 * (i + 1), 500) for i in range(ops_per_step)]:
+            ("host_op", "aten::mm", start + 1000 * (i + 1), 500) for i in range(ops_per_step)
+        ]:
             seq += 1
-            values = {"id": seq, "rank": index, "device": "host", "step": step if kind == "step" else None,
-                      "kind": kind, "name": name, "ts": ts, "dur": dur, "pid": "1", "tid": "1"}
+            values = {
+                "id": seq,
+                "rank": index,
+                "device": "host",
+                "step": step if kind == "step" else None,
+                "kind": kind,
+                "name": name,
+                "ts": ts,
+                "dur": dur,
+                "pid": "1",
+                "tid": "1",
+            }
             for c in table.column_names:
                 rows[c].append(values.get(c))
     sink = StagingSink(staging)
@@ -56,7 +67,10 @@ def test_batches_become_partitions_with_unique_ids(tmp_path):
     with prof_engine.open(tmp_path / "run") as run:
         assert run.sql("select count(*), count(distinct id) from slices").rows() == [(9, 9)]
         assert run.sql("select step, count(*) from slices where kind = 'host_op' group by 1 order by 1").rows() == [
-            (0, 2), (1, 2), (2, 2)]
+            (0, 2),
+            (1, 2),
+            (2, 2),
+        ]
         assert run.manifest["state"] == "complete" and run.manifest["metadata"] == {"k": "v"}
         assert run.manifest["tables"]["slices"] == 9
         # closed, the run is finalised whole as an import is: every derived table and column stored
@@ -117,15 +131,25 @@ def test_stream_waits_span_batches(tmp_path, closed):
         staging = live.staging_dir()
         rows = {c: [] for c in table.column_names}
         for n, (ts, dur) in enumerate(kernels, 1):
-            values = {"id": (index << 40) | n, "rank": index, "device": "gpu0", "kind": "kernel", "name": "k",
-                      "ts": ts, "dur": dur, "stream": 7}
+            values = {
+                "id": (index << 40) | n,
+                "rank": index,
+                "device": "gpu0",
+                "kind": "kernel",
+                "name": "k",
+                "ts": ts,
+                "dur": dur,
+                "stream": 7,
+            }
             for c in table.column_names:
                 rows[c].append(values.get(c))
         sink = StagingSink(staging)
         sink("slices", pa.RecordBatch.from_pydict(rows, schema=table.arrow_schema))
         sink.close()
         live.publish(staging, [(index, 0, 0)])
-    batch_waits = pa.concat_tables([pq.read_table(f, columns=["wait"]) for f in (tmp_path / "run" / "slices").rglob("*.parquet")])
+    batch_waits = pa.concat_tables(
+        [pq.read_table(f, columns=["wait"]) for f in (tmp_path / "run" / "slices").rglob("*.parquet")]
+    )
     assert batch_waits.column(0).null_count == 3
     if closed:
         live.close()

@@ -54,8 +54,14 @@ class _nothing:
 def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("collect") / "run"
     ops: list = []
-    prof = prof_engine.Profiler(out, schedule=prof_engine.schedule(wait=1, warmup=1, active=3, repeat=1),
-                                on_op=ops.extend, sampling_interval_ms=1, profile_memory=True, start_profile=False)
+    prof = prof_engine.Profiler(
+        out,
+        schedule=prof_engine.schedule(wait=1, warmup=1, active=3, repeat=1),
+        on_op=ops.extend,
+        sampling_interval_ms=1,
+        profile_memory=True,
+        start_profile=False,
+    )
     with prof:
         train(prof, 10)
     run = prof_engine.open(out)
@@ -65,8 +71,12 @@ def recorded(tmp_path_factory):
 
 def _file_steps(run: Path, table: str, device: str) -> set[int]:
     """The steps the files of `table` on `device` hold (NULL: outside every step, left out)."""
-    return {s for f in run.glob(f"{table}/rank=*/{device}/part-*.parquet")
-            for s in pq.read_table(f, columns=["step"]).column(0).to_pylist() if s is not None}
+    return {
+        s
+        for f in run.glob(f"{table}/rank=*/{device}/part-*.parquet")
+        for s in pq.read_table(f, columns=["step"]).column(0).to_pylist()
+        if s is not None
+    }
 
 
 def test_partitions_for_exactly_the_active_steps(recorded):
@@ -74,7 +84,7 @@ def test_partitions_for_exactly_the_active_steps(recorded):
     assert _file_steps(out, "slices", "device=host") == set(ACTIVE)
     # Outside every step only the profiler's own stop may appear: with CUDA, Kineto's flush
     # (cudaDeviceSynchronize, CUPTI 'overhead' ranges) after the last step; on the CPU nothing.
-    (last_end,), = run.sql("SELECT max(ts + dur) FROM slices WHERE kind = 'step'").rows()
+    ((last_end,),) = run.sql("SELECT max(ts + dur) FROM slices WHERE kind = 'step'").rows()
     outside = run.sql("SELECT name, ts FROM slices WHERE device = 'host' AND step IS NULL").rows()
     assert all(ts >= last_end for _, ts in outside), outside
     assert outside == [] or torch.cuda.is_available()
@@ -126,7 +136,12 @@ def test_analyse_gives_the_summaries_and_exports_them(recorded, tmp_path):
     assert list(summaries)[0] == "Step breakdown (µs)"
     assert [r[2] for r in summaries["Step breakdown (µs)"].rows()] == ACTIVE
     assert sorted(p.name.split("_2")[0] for p in (tmp_path / "out").iterdir()) == [
-        "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
+        "api_statistic",
+        "op_statistic",
+        "op_summary",
+        "step_trace",
+        "task_time",
+    ]
 
 
 def test_analyse_async_exports_in_a_process_of_its_own(recorded, tmp_path):
@@ -136,7 +151,12 @@ def test_analyse_async_exports_in_a_process_of_its_own(recorded, tmp_path):
     assert prof.analyse(export_dir=tmp_path / "out", mode="async") == {}
     assert prof.analysis.wait(timeout=120) == 0
     assert sorted(p.name.split("_2")[0] for p in (tmp_path / "out").iterdir()) == [
-        "api_statistic", "op_statistic", "op_summary", "step_trace", "task_time"]
+        "api_statistic",
+        "op_statistic",
+        "op_summary",
+        "step_trace",
+        "task_time",
+    ]
     with pytest.raises(ValueError, match="mode must be"):
         prof.analyse(mode="later")
 
@@ -144,8 +164,13 @@ def test_analyse_async_exports_in_a_process_of_its_own(recorded, tmp_path):
 def test_same_run_as_importing_the_trace(tmp_path):
     """With one torch cycle, the collector's views equal those of `prof-engine import` of that
     cycle's Kineto trace (kept by keep_traces=True)."""
-    with prof_engine.Profiler(tmp_path / "run", schedule=prof_engine.schedule(wait=0, warmup=1, active=2, repeat=1),
-                              flush="cycle", profiler_level="Level0", keep_traces=True) as prof:
+    with prof_engine.Profiler(
+        tmp_path / "run",
+        schedule=prof_engine.schedule(wait=0, warmup=1, active=2, repeat=1),
+        flush="cycle",
+        profiler_level="Level0",
+        keep_traces=True,
+    ) as prof:
         train(prof, 4, markers=False)
     (kept,) = (tmp_path / "run" / "traces").iterdir()
     prof_engine.import_trace([kept], tmp_path / "imported")
@@ -163,8 +188,11 @@ def test_cuda_without_a_gpu_is_said_once(tmp_path, caplog):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with caplog.at_level("WARNING", logger="prof_engine"):
-        with prof_engine.Profiler(tmp_path / "run", activities=[prof_engine.ProfilerActivity.CPU, "CUDA"],
-                                  schedule=prof_engine.schedule(active=1)) as prof:
+        with prof_engine.Profiler(
+            tmp_path / "run",
+            activities=[prof_engine.ProfilerActivity.CPU, "CUDA"],
+            schedule=prof_engine.schedule(active=1),
+        ) as prof:
             train(prof, 2, markers=False)
     said = [r.getMessage() for r in caplog.records if "CUDA" in r.getMessage()]
     assert len(said) == 1 and "no GPU" in said[0]
@@ -178,7 +206,9 @@ def test_cuda_kernels_are_recorded_per_cycle(tmp_path):
     """On a GPU: kernels land on device gpu0 in the steps of the ops that launched them."""
     model = torch.nn.Linear(256, 256).cuda()
     x = torch.randn(64, 256, device="cuda")
-    with prof_engine.Profiler(tmp_path / "run", schedule=prof_engine.schedule(wait=0, warmup=1, active=2, repeat=1)) as prof:
+    with prof_engine.Profiler(
+        tmp_path / "run", schedule=prof_engine.schedule(wait=0, warmup=1, active=2, repeat=1)
+    ) as prof:
         for _ in range(4):
             model(x).sum().backward()
             torch.cuda.synchronize()

@@ -19,8 +19,21 @@ def _trace(tmp_path, host_steps: bool = True):
         # the GPU's copy of the step: from the first kernel to the last, 100..300 µs into it
         events.append(x(f"ProfilerStep#{n}", BASE + t0 + 100, 200, cat="gpu_user_annotation", pid=0, tid=7))
         events.append(x("aten::mm", BASE + t0 + 10, 50, **{"External id": 10 * n}))
-        events.append(x("cudaLaunchKernel", BASE + t0 + 20, 5, cat="cuda_runtime", correlation=10 * n, **{"External id": 10 * n}))
-        events.append(x("sm80_gemm", BASE + t0 + 150, 100, cat="kernel", pid=0, tid=7, correlation=10 * n, **{"External id": 10 * n}))
+        events.append(
+            x("cudaLaunchKernel", BASE + t0 + 20, 5, cat="cuda_runtime", correlation=10 * n, **{"External id": 10 * n})
+        )
+        events.append(
+            x(
+                "sm80_gemm",
+                BASE + t0 + 150,
+                100,
+                cat="kernel",
+                pid=0,
+                tid=7,
+                correlation=10 * n,
+                **{"External id": 10 * n},
+            )
+        )
         # backward on the autograd thread, after the device step has ended
         events.append(x("autograd::engine::evaluate_function: MmBackward0", BASE + t0 + 500, 80, tid=2))
         events.append(x("aten::add_", BASE + t0 + 800, 20))
@@ -30,8 +43,16 @@ def _trace(tmp_path, host_steps: bool = True):
 def test_host_records_take_the_host_step_not_the_shorter_device_copy(tmp_path):
     with prof_engine.open(prof_engine.import_trace([_trace(tmp_path)], tmp_path / "run")) as run:
         rows = run.sql("SELECT name, step FROM slices WHERE device = 'host' AND kind <> 'step' ORDER BY ts").rows()
-        assert rows == [(name, n) for n in (1, 2) for name in
-                        ("aten::mm", "cudaLaunchKernel", "autograd::engine::evaluate_function: MmBackward0", "aten::add_")]
+        assert rows == [
+            (name, n)
+            for n in (1, 2)
+            for name in (
+                "aten::mm",
+                "cudaLaunchKernel",
+                "autograd::engine::evaluate_function: MmBackward0",
+                "aten::add_",
+            )
+        ]
         assert run.sql("SELECT step FROM slices WHERE kind = 'kernel' ORDER BY ts").rows() == [(1,), (2,)]
         assert not list((run.path / "slices").glob("rank=*/device=host/step=__HIVE_DEFAULT_PARTITION__"))
 

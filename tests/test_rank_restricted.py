@@ -24,8 +24,11 @@ def run(tmp_path_factory) -> Path:
     step with a kernel on gpu0 that takes longer on higher ranks."""
     d = tmp_path_factory.mktemp("ranks")
     for rank in range(3):
-        events = [x("ProfilerStep#3", BASE, 1000, cat="user_annotation"), x("aten::mm", BASE + 5, 300 + rank),
-                  x("gemm", BASE + 10, 200 + 10 * rank, cat="kernel", pid=0, tid=7, device=0, stream=7)]
+        events = [
+            x("ProfilerStep#3", BASE, 1000, cat="user_annotation"),
+            x("aten::mm", BASE + 5, 300 + rank),
+            x("gemm", BASE + 10, 200 + 10 * rank, cat="kernel", pid=0, tid=7, device=0, stream=7),
+        ]
         write_trace(d / f"rank{rank}.json", events, distributedInfo={"rank": rank, "world_size": 4})
     return prof_engine.import_trace([d], d / "run", jobs=1)
 
@@ -94,8 +97,10 @@ def test_an_unknown_rank_is_one_line_listing_the_runs_ranks(run):
 def test_the_cli_takes_ranks(run):
     from prof_engine.cli import app
 
-    result = CliRunner().invoke(app, ["query", str(run), "SELECT DISTINCT rank FROM slices ORDER BY 1",
-                                      "-r", "2", "--rank", "1", "--format", "csv"])
+    result = CliRunner().invoke(
+        app,
+        ["query", str(run), "SELECT DISTINCT rank FROM slices ORDER BY 1", "-r", "2", "--rank", "1", "--format", "csv"],
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.split() == ['"rank"', "1", "2"]
     result = CliRunner().invoke(app, ["show", str(run), "-r", "9"])  # the entry point prints it as `Error: ...`

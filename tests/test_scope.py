@@ -24,7 +24,9 @@ def test_a_view_that_requires_a_cluster_view_is_cluster_scope():
     defs = definitions()
     for v in defs.values():
         cluster_deps = [d for d in v.requires if d in defs and defs[d].scope == "cluster"]
-        assert v.scope == "cluster" or not cluster_deps, f"queries/{v.name}.sql is rank scope but requires {cluster_deps}"
+        assert v.scope == "cluster" or not cluster_deps, (
+            f"queries/{v.name}.sql is rank scope but requires {cluster_deps}"
+        )
 
 
 def test_a_view_file_without_a_valid_scope_is_an_error(tmp_path, monkeypatch):

@@ -26,10 +26,14 @@ def _ranks(n: int, rank: int = 0) -> pa.Array:
 
 def test_partition_files_hold_the_schema_types(tmp_path):
     step = x("ProfilerStep#3", 0, 100, cat="user_annotation")
-    events = [step, x("aten::linear", 1, 50, **{"External id": 7}), x("aten::addmm", 2, 40, **{"External id": 8}),
-              x("cudaLaunchKernel", 3, 5, cat="cuda_runtime", correlation=11),
-              x("gemm", 60, 10, cat="kernel", pid=0, tid=7, correlation=11, stream=7, device=0, **{"External id": 8}),
-              {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 20}]
+    events = [
+        step,
+        x("aten::linear", 1, 50, **{"External id": 7}),
+        x("aten::addmm", 2, 40, **{"External id": 8}),
+        x("cudaLaunchKernel", 3, 5, cat="cuda_runtime", correlation=11),
+        x("gemm", 60, 10, cat="kernel", pid=0, tid=7, correlation=11, stream=7, device=0, **{"External id": 8}),
+        {"ph": "i", "s": "t", "name": "mark", "pid": 1, "tid": 1, "ts": 20},
+    ]
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     for name, table in schema.stored_tables().items():
         # rank and the partition keys are directory levels, not columns of the files
@@ -37,7 +41,9 @@ def test_partition_files_hold_the_schema_types(tmp_path):
         for path in (run / name).rglob("*.parquet"):
             found = pq.read_schema(path)
             assert {f.name: f.type for f in found} == expected, path
-    self_dur = prof_engine.open(run).sql("SELECT name, self_dur FROM slices WHERE kind = 'host_op' ORDER BY name").rows()
+    self_dur = (
+        prof_engine.open(run).sql("SELECT name, self_dur FROM slices WHERE kind = 'host_op' ORDER BY name").rows()
+    )
     assert self_dur == [("aten::addmm", 40_000), ("aten::linear", 10_000)]
 
 
@@ -45,8 +51,9 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
     """Times, durations and ids (integers without a dictionary) are DELTA_BINARY_PACKED, and LZ4
     compressed as dictionary indices are; free text (args) is zstd compressed. Any int64, in any
     order, with NULLs, comes back as written."""
-    run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("aten::mm", 1, 50), x("aten::add", 60, 5)])],
-                                   tmp_path / "run")
+    run = prof_engine.import_trace(
+        [write_trace(tmp_path / "t.json", [x("aten::mm", 1, 50), x("aten::add", 60, 5)])], tmp_path / "run"
+    )
     [path] = (run / "slices").rglob("*.parquet")
     meta = pq.ParquetFile(path).metadata.row_group(0)
     encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
@@ -56,12 +63,19 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
     codecs = {meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)}
     assert (codecs["args"], codecs["ts"], codecs["name"]) == ("ZSTD", "LZ4", "LZ4")
     rng = random.Random(3)
-    values = [rng.choice([None, 0, -1, 2**63 - 1, -2**63, rng.randrange(-2**40, 2**40)]) for _ in range(5000)]
+    values = [rng.choice([None, 0, -1, 2**63 - 1, -(2**63), rng.randrange(-(2**40), 2**40)]) for _ in range(5000)]
     with ThreadPoolExecutor(1) as pool:
         writer = PartitionWriter(tmp_path / "t", pool)
-        writer.write(pa.record_batch({"rank": _ranks(len(values)), "device": ["host"] * len(values),
-                                      "step": pa.nulls(len(values), pa.int64()),
-                                      "ts": pa.array(values, pa.int64())}))
+        writer.write(
+            pa.record_batch(
+                {
+                    "rank": _ranks(len(values)),
+                    "device": ["host"] * len(values),
+                    "step": pa.nulls(len(values), pa.int64()),
+                    "ts": pa.array(values, pa.int64()),
+                }
+            )
+        )
         writer.close()
     [path] = (tmp_path / "t").rglob("*.parquet")
     assert pq.read_table(path).column("ts").to_pylist() == values
@@ -85,9 +99,15 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
     rng = random.Random(1)
     rows = [("host" if i % 3 else "gpu/0", None if i % 7 == 0 else i % 11, i, f"op{i % 5}" * 20) for i in range(20_000)]
     rng.shuffle(rows)
-    table = pa.table({"rank": _ranks(len(rows)), "device": [r[0] for r in rows],
-                      "step": pa.array([r[1] for r in rows], pa.int64()), "id": [r[2] for r in rows],
-                      "name": [r[3] for r in rows]})
+    table = pa.table(
+        {
+            "rank": _ranks(len(rows)),
+            "device": [r[0] for r in rows],
+            "step": pa.array([r[1] for r in rows], pa.int64()),
+            "id": [r[2] for r in rows],
+            "name": [r[3] for r in rows],
+        }
+    )
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10)
         for batch in table.to_batches(max_chunksize=1000):
@@ -97,8 +117,10 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
     partitions = {(r[0], r[1]) for r in rows}
     assert len({f.parent for f in files}) == len(partitions)
     assert sum(pq.read_metadata(f).num_row_groups for f in files) > len(partitions)  # written as they came
-    back = duckdb.sql(f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
-                      "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id").fetchall()
+    back = duckdb.sql(
+        f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
+        "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id"
+    ).fetchall()
     assert back == sorted(rows, key=lambda r: r[2])
 
 
@@ -115,9 +137,14 @@ def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path,
 
     monkeypatch.setattr(partitions._File, "write", slow)
     n = 40_000
-    table = pa.table({"rank": _ranks(n), "device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)],
-                      "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
-                      "name": [f"op{i}" * 8 for i in range(n)]})
+    table = pa.table(
+        {
+            "rank": _ranks(n),
+            "device": [("host", "gpu0", "gpu1")[i % 3] for i in range(n)],
+            "step": pa.array([i // 4000 for i in range(n)], pa.int64()),
+            "name": [f"op{i}" * 8 for i in range(n)],
+        }
+    )
     budget, held = 256 << 10, []
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=budget, keys=("device",))
@@ -134,10 +161,17 @@ def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tm
     """A partition no batch added to for a while is written and its file closed (a step of the
     layout before schema 1.1 ends; a device's records stop): records of it that come later go to
     a file of their own, and the dataset holds every record once."""
+
     def batch(device, ids):
-        return pa.record_batch({"rank": _ranks(len(ids)), "device": [device] * len(ids),
-                                "step": pa.array([1] * len(ids), pa.int64()),
-                                "id": pa.array(ids, pa.int64())})
+        return pa.record_batch(
+            {
+                "rank": _ranks(len(ids)),
+                "device": [device] * len(ids),
+                "step": pa.array([1] * len(ids), pa.int64()),
+                "id": pa.array(ids, pa.int64()),
+            }
+        )
+
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, keys=("device",))
         writer.write(batch("host", [0, 1]))
@@ -147,7 +181,9 @@ def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tm
         assert writer.close() == 7
     host = sorted((tmp_path / "t" / "rank=0" / "device=host").glob("part-*.parquet"))
     assert len(host) == 2 and len(list((tmp_path / "t" / "rank=0" / "device=gpu0").glob("part-*.parquet"))) == 1
-    assert sorted(pq.read_table(host[0]).column("id").to_pylist() + pq.read_table(host[1]).column("id").to_pylist()) == [0, 1, 2]
+    assert sorted(
+        pq.read_table(host[0]).column("id").to_pylist() + pq.read_table(host[1]).column("id").to_pylist()
+    ) == [0, 1, 2]
 
 
 def test_large_partition_is_written_in_row_groups(tmp_path):
@@ -168,8 +204,13 @@ def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
     row group per rank and device: each gets one file, its row groups in arrival order."""
     rows = [(rank, device, i) for rank in (0, 1, 10) for device in ("gpu0", "gpu/1") for i in range(150_000)]
     rows.sort(key=lambda r: (r[0], r[1]))
-    table = pa.table({"rank": pa.array([r[0] for r in rows], pa.int32()), "device": [r[1] for r in rows],
-                      "id": pa.array([r[2] for r in rows], pa.int64())})
+    table = pa.table(
+        {
+            "rank": pa.array([r[0] for r in rows], pa.int32()),
+            "device": [r[1] for r in rows],
+            "id": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
     writer = SortedWriter(tmp_path / "t", keys=("device",))
     for batch in table.to_batches(max_chunksize=16_384):
         writer.write(batch)
@@ -180,15 +221,19 @@ def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
         assert pq.read_table(f).column("id").to_pylist() == list(range(150_000))
         assert pq.read_metadata(f).num_row_groups == 2 and pq.read_schema(f).names == ["id"]
     assert {f.parent.relative_to(tmp_path / "t").as_posix() for f in files} == {
-        partition_dir(r, d, keys=("device",)) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")}
+        partition_dir(r, d, keys=("device",)) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")
+    }
 
 
 def _two_step_run(tmp_path):
     events = []
     for n, t0 in ((1, 0), (2, 1000)):
-        events += [x(f"ProfilerStep#{n}", t0, 900, cat="user_annotation"), x("aten::mm", t0 + 10, 50),
-                   {"ph": "s", "cat": "fwdbwd", "id": n, "ts": t0 + 20, "pid": 1, "tid": 1},
-                   {"ph": "f", "cat": "fwdbwd", "id": n, "ts": t0 + 30, "pid": 1, "tid": 2, "bp": "e"}]
+        events += [
+            x(f"ProfilerStep#{n}", t0, 900, cat="user_annotation"),
+            x("aten::mm", t0 + 10, 50),
+            {"ph": "s", "cat": "fwdbwd", "id": n, "ts": t0 + 20, "pid": 1, "tid": 1},
+            {"ph": "f", "cat": "fwdbwd", "id": n, "ts": t0 + 30, "pid": 1, "tid": 2, "bp": "e"},
+        ]
     return prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
 
 
@@ -199,7 +244,8 @@ def test_tables_have_files_per_rank_and_device_with_the_step_inside(tmp_path):
     run = _two_step_run(tmp_path)
     for table in ("flows", "slices"):
         assert {p.relative_to(run / table).parent.as_posix() for p in (run / table).rglob("*.parquet")} == {
-            "rank=0/device=host"}
+            "rank=0/device=host"
+        }
     with prof_engine.open(run) as r:
         assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
         assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
@@ -213,8 +259,15 @@ def test_a_partition_is_one_file_of_row_groups_of_whole_step_ranges_in_order(tmp
     than a row group), whose row groups each hold a contiguous range of steps (so a step filter
     skips them by their statistics), and together all the records."""
     n = 40_000
-    table = pa.table({"rank": _ranks(n), "device": ["host"] * n, "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
-                      "id": range(n), "name": [f"op{i % 13}" * 8 for i in range(n)]})
+    table = pa.table(
+        {
+            "rank": _ranks(n),
+            "device": ["host"] * n,
+            "step": pa.array([i // 1000 for i in range(n)], pa.int64()),
+            "id": range(n),
+            "name": [f"op{i % 13}" * 8 for i in range(n)],
+        }
+    )
     with ThreadPoolExecutor(2) as pool:
         writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=256 << 10, keys=("device",))
         for batch in table.to_batches(max_chunksize=2_000):

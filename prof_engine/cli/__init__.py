@@ -35,15 +35,23 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Profiling traces into Parquet; msprof-style reports through DuckDB SQL."""
 
 
 RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
 StepsOpt = Annotated[list[int] | None, typer.Option("--step", "-s", help="Only these steps (repeatable).")]
-RanksOpt = Annotated[list[int] | None, typer.Option("--rank", "-r", help="Only these ranks (repeatable): only their files are read, and cluster views compare only them.")]
+RanksOpt = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--rank",
+        "-r",
+        help="Only these ranks (repeatable): only their files are read, and cluster views compare only them.",
+    ),
+]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")]
 
 
@@ -65,13 +73,22 @@ class _Progress:
 
             from prof_engine.cli.render import err
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                console=err, transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=err,
+                transient=True,
+            )
             self.bar.start()
             self.task = self.bar.add_task("importing", total=total)
         assert self.task is not None  # added with the bar
-        self.bar.update(self.task, completed=done,
-                        description="finalising (steps, nesting, links)" if done >= total else "importing")
+        self.bar.update(
+            self.task,
+            completed=done,
+            description="finalising (steps, nesting, links)" if done >= total else "importing",
+        )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -83,8 +100,12 @@ def import_(
     sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when the import had to guess (see `check`).")] = False,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when the import had to guess (see `check`).")
+    ] = False,
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
     from prof_engine import import_trace
@@ -102,9 +123,11 @@ def import_(
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
     for line in warnings:
         err.print(f"Warning: {line}", highlight=False)
-    err.print(f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
-              f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps"
-              + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else ""))
+    err.print(
+        f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
+        f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps"
+        + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else "")
+    )
     if strict and (warnings or m["skipped"]):
         raise typer.Exit(1)
 
@@ -114,7 +137,14 @@ def export(
     run: RunArg,
     views: Annotated[list[str] | None, typer.Argument(help="Views to export (default: the summaries).")] = None,
     # text, not Path: pathlib drops the trailing `/` that says `-o new_dir/` is a directory
-    output: Annotated[str, typer.Option("--output", "-o", help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json: an existing one, or one written with a trailing /).")] = ".",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Directory (with --timeline: the .json file, or a directory for timeline_<time>.json: an existing one, or one written with a trailing /).",
+        ),
+    ] = ".",
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv, json or parquet.")] = "csv",
     steps: StepsOpt = None,
     ranks: RanksOpt = None,
@@ -142,7 +172,13 @@ def query(
     ranks: RanksOpt = None,
     limit: Annotated[int, typer.Option(min=0, help="Rows a table prints (0: all); csv and json print all.")] = 1000,
     wide: WideOpt = False,
-    safe: Annotated[bool, typer.Option("--safe", help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.")] = False,
+    safe: Annotated[
+        bool,
+        typer.Option(
+            "--safe",
+            help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.",
+        ),
+    ] = False,
 ) -> None:
     """Run SQL: full DuckDB (it can read and write any file, COPY, ATTACH, INSTALL) unless --safe.
     Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
@@ -151,8 +187,13 @@ def query(
     from prof_engine import open
     from prof_engine.cli import render
 
-    table = partial(render.table, limit=limit or None, wide=wide, hint="--wide or --format csv shows all",
-                    more="--limit N shows more, --format csv all")
+    table = partial(
+        render.table,
+        limit=limit or None,
+        wide=wide,
+        hint="--wide or --format csv shows all",
+        more="--limit N shows more, --format csv all",
+    )
     writers: dict[str, Callable[..., None]] = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
@@ -174,14 +215,22 @@ def show(
 
     with open(run, steps, ranks=ranks) as r:
         for title, result in r.summary(top).items():
-            render.table(result, title=title, wide=wide,
-                         more=f"a larger --top shows more; `prof-engine export {run}` writes all")
+            render.table(
+                result, title=title, wide=wide, more=f"a larger --top shows more; `prof-engine export {run}` writes all"
+            )
 
 
 @app.command()
 def report(
     run: RunArg,
-    output: Annotated[str, typer.Option("--output", "-o", help="The .html file, or a directory for report.html (an existing one, or one written with a trailing /).")] = "report.html",
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The .html file, or a directory for report.html (an existing one, or one written with a trailing /).",
+        ),
+    ] = "report.html",
     steps: StepsOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 20,
 ) -> None:
@@ -197,7 +246,9 @@ def report(
 @app.command()
 def check(
     run: RunArg,
-    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a warning rule fired (notes do not count).")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when a warning rule fired (notes do not count).")
+    ] = False,
     wide: WideOpt = False,
 ) -> None:
     """List what the import had to guess (the data_quality view), per rank, device and rule.
@@ -212,8 +263,12 @@ def check(
         render.err.print(f"left out: {s['error']}", highlight=False)
     if len(found):
         # kept longest: what the rule found here (Detail) over its general sentence (Meaning)
-        render.table(found, title=f"{run}: data quality", wide=wide,
-                     priority=["Rule", "Level", "Detail", "Count", "Rank", "Device", "Share(%)"])
+        render.table(
+            found,
+            title=f"{run}: data quality",
+            wide=wide,
+            priority=["Rule", "Level", "Detail", "Count", "Rank", "Device", "Share(%)"],
+        )
     elif not skipped:
         render.out.print(f"{run}: no data-quality rule fired: the import guessed nothing", highlight=False)
     if strict and (warnings or skipped):
@@ -245,7 +300,9 @@ def info(run: RunArg) -> None:
 @app.command()
 def upgrade(
     run: RunArg,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the upgraded run here instead of in place.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the upgraded run here instead of in place.")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --output run.")] = False,
 ) -> None:
     """Rewrite a run of an older schema (1.x) as an import of today stores it, in place (atomically).
@@ -284,8 +341,10 @@ def main() -> None:
                 print(f"Error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
                 sys.exit(1)
             raise
-        print(f"Error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}); {_memory_advice()}",
-              file=sys.stderr)
+        print(
+            f"Error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}); {_memory_advice()}",
+            file=sys.stderr,
+        )
         sys.exit(1)
 
 
@@ -293,9 +352,14 @@ def _out_of_memory(e: BaseException) -> bool:
     """MemoryError, Arrow's and DuckDB's out-of-memory errors, and threads that could not start
     (their stacks are address space too)."""
     text = str(e)
-    return (isinstance(e, MemoryError) or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
-            or "Failed to launch worker thread" in text or "can't start new thread" in text or "std::bad_alloc" in text
-            or text.startswith("Out of Memory Error"))
+    return (
+        isinstance(e, MemoryError)
+        or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
+        or "Failed to launch worker thread" in text
+        or "can't start new thread" in text
+        or "std::bad_alloc" in text
+        or text.startswith("Out of Memory Error")
+    )
 
 
 def _memory_advice() -> str:

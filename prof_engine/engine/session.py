@@ -93,7 +93,6 @@ class Result:
         return f"{html_table(head)}<p>{self._table.num_rows} rows × {self._table.num_columns} columns{more}</p>"
 
 
-
 # What a query session's DuckDB may hold before it spills (`connect`): at most this, or DuckDB's own
 # default (80 % of RAM) where that is less. A full CSV export of `kernel_launch` at 10 M tasks
 # peaked at 4.8 GB under DuckDB's default and at 2.4 GB under this, in the same time; the views'
@@ -156,8 +155,12 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     DuckDB's memory is capped at `memory_limit` (a size such as "4GB"), else at what
     `PROF_ENGINE_MEMORY_LIMIT` says, else at `QUERY_MEMORY_LIMIT` or DuckDB's default where that
     is less: a query over a run of any size spills rather than take most of the machine."""
-    con = duckdb.connect(config={"preserve_insertion_order": True,
-                                 "temp_directory": str(Path(tempfile.gettempdir()) / f"prof-engine-{uuid.uuid4().hex}")})
+    con = duckdb.connect(
+        config={
+            "preserve_insertion_order": True,
+            "temp_directory": str(Path(tempfile.gettempdir()) / f"prof-engine-{uuid.uuid4().hex}"),
+        }
+    )
     no_progress_bar(con)
     limit, where = memory_limit, "memory_limit"
     if limit is None and os.environ.get(MEMORY_LIMIT_ENV):
@@ -167,7 +170,7 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
             cap, text = size_bytes(QUERY_MEMORY_LIMIT), QUERY_MEMORY_LIMIT
             assert cap is not None  # QUERY_MEMORY_LIMIT is in a form size_bytes reads
             if (space := address_space_limit()) is not None and space // 4 < cap:  # under `ulimit -v`
-                cap = max(space // 4, 16 << 20)                                    # DuckDB spills, not aborts
+                cap = max(space // 4, 16 << 20)  # DuckDB spills, not aborts
                 text = f"{cap >> 20}MiB"
             default = size_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
             if default is None or default > cap:  # unread: more than any cap
@@ -200,8 +203,10 @@ def query_error(e: Exception) -> QueryError:
     (a DuckDB error, or an OSError where the rows streamed through Arrow) says how to give it more."""
     first = str(e).splitlines()[0] if str(e) else type(e).__name__
     if isinstance(e, duckdb.OutOfMemoryException) or first.startswith("Out of Memory Error"):
-        return QueryError(f"the query ran out of memory within the session's limit ({first}); set "
-                          f"{MEMORY_LIMIT_ENV} to allow more (e.g. 8GB), or query fewer steps (--step)")
+        return QueryError(
+            f"the query ran out of memory within the session's limit ({first}); set "
+            f"{MEMORY_LIMIT_ENV} to allow more (e.g. 8GB), or query fewer steps (--step)"
+        )
     return QueryError(f"SQL error: {first}")
 
 
@@ -223,9 +228,16 @@ class Run:
     or attached, no setting changed (`sandbox`).
     """
 
-    def __init__(self, path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
-                 peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
-                 read_only_sql: bool = False, ranks: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        steps: Sequence[int] | None = None,
+        memory_limit: str | None = None,
+        peak_tflops: Mapping[str, float] | None = None,
+        views: Sequence[str] | None = None,
+        read_only_sql: bool = False,
+        ranks: Sequence[int] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.steps = [int(s) for s in steps] if steps else None
         self.ranks = sorted({int(r) for r in ranks}) if ranks else None
@@ -265,9 +277,11 @@ class Run:
     def __repr__(self) -> str:
         m = self.manifest
         steps = len(step_numbers(m))
-        return (f"<Run {self.path}: {m['source']['format']}, ranks {m['ranks']}, {steps} steps, "
-                f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}"
-                f"{f', restricted to ranks {self.ranks}' if self.ranks else ''}>")
+        return (
+            f"<Run {self.path}: {m['source']['format']}, ranks {m['ranks']}, {steps} steps, "
+            f"{m['tables'].get('slices', 0):,} records{f', steps {self.steps}' if self.steps else ''}"
+            f"{f', restricted to ranks {self.ranks}' if self.ranks else ''}>"
+        )
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
@@ -279,8 +293,13 @@ class Run:
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
         try:
-            if self.read_only_sql and (refused := [str(s.type).rsplit(".", 1)[-1] for s in self.con.extract_statements(query)
-                                                   if s.type not in SAFE_STATEMENTS]):
+            if self.read_only_sql and (
+                refused := [
+                    str(s.type).rsplit(".", 1)[-1]
+                    for s in self.con.extract_statements(query)
+                    if s.type not in SAFE_STATEMENTS
+                ]
+            ):
                 raise QueryError(f"read-only SQL (--safe) runs SELECT and EXPLAIN statements only, not {refused[0]}")
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
@@ -316,7 +335,8 @@ class Run:
         tables = {}
         if self.quality_warnings():  # first: every number below rests on these guesses
             tables[QUALITY_TITLE] = self.sql(
-                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality WHERE "Level" = \'warning\'')
+                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality WHERE "Level" = \'warning\''
+            )
         tables |= {
             STEPS_TITLE: self._head("summary_steps", n * 10),
             f"Top {n} ops by duration": self._head("summary_top_ops", n),
@@ -325,13 +345,14 @@ class Run:
         }
         tables["Advice (advice: what to look at first)"] = self._head("summary_advice", n)  # or "no findings"
         if more:
-            for title, macro in ((f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
-                                 (f"Top {n} idle gaps per stream, by cause (idle_time)", "summary_idle"),
-                                 (f"Top {n} matrix multiplies and convolutions by device time (op_flops)",
-                                  "summary_flops"),
-                                 (f"Top {n} communication op types (communication)", "summary_comm"),
-                                 (f"Top {n} memory peaks (memory)", "summary_memory"),
-                                 (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory")):
+            for title, macro in (
+                (f"Top {n} framework ops by device time (key_averages)", "summary_framework_ops"),
+                (f"Top {n} idle gaps per stream, by cause (idle_time)", "summary_idle"),
+                (f"Top {n} matrix multiplies and convolutions by device time (op_flops)", "summary_flops"),
+                (f"Top {n} communication op types (communication)", "summary_comm"),
+                (f"Top {n} memory peaks (memory)", "summary_memory"),
+                (f"Top {n} ops by memory allocated (op_memory)", "summary_op_memory"),
+            ):
                 result = self._head(macro, n)
                 if len(result):
                     tables[title] = result
@@ -361,8 +382,9 @@ class Run:
         for rule, rows in by_rule.items():
             count = sum(r[3] for r in rows)
             totals = [r[4] for r in rows]
-            share = (f" of {sum(totals):,} ({100 * count / sum(totals):.2f} %)"
-                     if None not in totals and sum(totals) else "")
+            share = (
+                f" of {sum(totals):,} ({100 * count / sum(totals):.2f} %)" if None not in totals and sum(totals) else ""
+            )
             where = sorted({f"r{r[0]}" + (f":{r[1]}" if r[1] else "") for r in rows if r[0] is not None})
             at = f" on {', '.join(where[:6])}{', ...' if len(where) > 6 else ''}" if where else ""
             detail = next((r[6] for r in rows if r[6]), None)
@@ -374,11 +396,14 @@ class Run:
         m = self.manifest
         steps = step_numbers(m)
         names = {(r, d): name for r, d, name, *_ in run_devices(m) if name}
-        devices = [f"r{r}:{d}" + (f" ({names[r, d]})" if (r, d) in names else "")
-                   for r, d in sorted({(d["rank"], d["device"]) for d in m.get("devices", [])})]
+        devices = [
+            f"r{r}:{d}" + (f" ({names[r, d]})" if (r, d) in names else "")
+            for r, d in sorted({(d["rank"], d["device"]) for d in m.get("devices", [])})
+        ]
         span = (m["end_ns"] - m["start_ns"]) / 1e6 if m.get("start_ns") is not None else None
         items = {
-            "source format": m["source"]["format"] + (f" (versions {', '.join(m['source']['versions'])})" if m["source"]["versions"] else ""),
+            "source format": m["source"]["format"]
+            + (f" (versions {', '.join(m['source']['versions'])})" if m["source"]["versions"] else ""),
             "sources": ", ".join(s["path"] for s in m["sources"]),
             "schema version": m["schema_version"],
             "state": m.get("state", "complete"),  # collector runs: recording, complete or interrupted
@@ -392,10 +417,13 @@ class Run:
         }
         warnings = self.quality_warnings()
         items |= {f"data quality: {w.split(':', 1)[0]}": w.split(":", 1)[1].strip() for w in warnings} or {
-            "data quality": "no rule fired (prof-engine check)"}
+            "data quality": "no rule fired (prof-engine check)"
+        }
         # built by DuckDB: pyarrow would import pandas (~0.3 s) to convert Python values
-        return self.sql("SELECT unnest(?::VARCHAR[]) AS item, unnest(?::VARCHAR[]) AS value",
-                        [list(items), [str(v) for v in items.values()]])
+        return self.sql(
+            "SELECT unnest(?::VARCHAR[]) AS item, unnest(?::VARCHAR[]) AS value",
+            [list(items), [str(v) for v in items.values()]],
+        )
 
     def export(self, views: Sequence[str] = (), out_dir: str | os.PathLike[str] = ".", fmt: str = "csv") -> list[Path]:
         """Write views (default: the summaries) as msprof-named files in `out_dir`; see engine.export."""
@@ -436,8 +464,10 @@ def _file_list(files: list[Path]) -> str:
 
 def _parquet_source(files: list[Path], union_by_name: bool) -> str:
     listing = _file_list(files)
-    return (f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
-            f"hive_types = {hive_types(files)})")
+    return (
+        f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
+        f"hive_types = {hive_types(files)})"
+    )
 
 
 def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bool, set[str]]:
@@ -462,10 +492,16 @@ def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
     known = step_numbers(manifest)
     missing = sorted(set(steps) - set(known))
     if missing:
-        have = ("none" if not known else ", ".join(map(str, known)) if len(known) <= 10
-                else f"{len(known)}, {known[0]}..{known[-1]}")
-        raise QueryError(f"{path}: no step{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run "
-                         f"(its steps: {have})")
+        have = (
+            "none"
+            if not known
+            else ", ".join(map(str, known))
+            if len(known) <= 10
+            else f"{len(known)}, {known[0]}..{known[-1]}"
+        )
+        raise QueryError(
+            f"{path}: no step{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run (its steps: {have})"
+        )
 
 
 def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] | None = None) -> list[Path]:
@@ -496,17 +532,23 @@ def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: lis
     levels = {f: dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1]) for f in files}
     ranks: dict[str, int | None] = {}
     if any("rank" not in lv for lv in levels.values()):
-        ranks = dict(con.execute(
-            f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
-            f"FROM parquet_metadata({_file_list(files)}) WHERE path_in_schema = 'rank' GROUP BY file_name"
-        ).fetchall())
+        ranks = dict(
+            con.execute(
+                f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
+                f"FROM parquet_metadata({_file_list(files)}) WHERE path_in_schema = 'rank' GROUP BY file_name"
+            ).fetchall()
+        )
 
     def key(f: Path) -> tuple:  # rank, then each directory level: device=<escaped>, step=<n>
         step = levels[f].get("step", NULL_PARTITION)
         rank = levels[f].get("rank")
         rank_number = ranks.get(str(f)) if rank is None else None if rank == NULL_PARTITION else int(rank)
-        return (rank_number, unquote(levels[f].get("device", "")), step == NULL_PARTITION,
-                0 if step == NULL_PARTITION else int(step))
+        return (
+            rank_number,
+            unquote(levels[f].get("device", "")),
+            step == NULL_PARTITION,
+            0 if step == NULL_PARTITION else int(step),
+        )
 
     keys = {f: key(f) for f in files}
     if any(k[0] is None for k in keys.values()) or len(set(keys.values())) < len(files):
@@ -514,8 +556,9 @@ def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: lis
     return sorted(files, key=keys.__getitem__)
 
 
-def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
-                     ranks: list[int] | None = None) -> tuple[dict[str, str], set[str]]:
+def _register_tables(
+    con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None, ranks: list[int] | None = None
+) -> tuple[dict[str, str], set[str]]:
     """Create the run's tables as views; return the SELECT each must have once the views of
     `queries/` exist (`attach`): until then a table with files reads an empty table of its types.
     And the tables whose view reads their rows in their `sort_by` order (`_in_sorted_order`).
@@ -542,7 +585,8 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
     con.execute("CREATE VIEW quality_rules AS SELECT * FROM _quality_rules")
     final, in_order = {}, set()
     filters = ([f"step IN ({', '.join(map(str, steps))})"] if steps else []) + (
-        [f"rank IN ({', '.join(map(str, ranks))})"] if ranks is not None else [])
+        [f"rank IN ({', '.join(map(str, ranks))})"] if ranks is not None else []
+    )
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)
@@ -556,11 +600,17 @@ def _register_tables(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict,
             uniform, present = (True, set(table.column_names)) if current else _file_columns(con, files)
             # a column added to the schema since the run was written reads as NULL (rank, device and
             # step are always there: a column, or a directory level)
-            cols = ", ".join(f'"{c.name}"' if c.name in present or c.name in ("rank", *schema.PARTITION_KEYS)
-                             else f'NULL::{c.sql_type} AS "{c.name}"' for c in table.columns)
+            cols = ", ".join(
+                f'"{c.name}"'
+                if c.name in present or c.name in ("rank", *schema.PARTITION_KEYS)
+                else f'NULL::{c.sql_type} AS "{c.name}"'
+                for c in table.columns
+            )
             final[name] = f"SELECT {cols} FROM {_parquet_source(files, not uniform)}{where}"
             if uniform:
-                con.execute(f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1], False)} LIMIT 0')
+                con.execute(
+                    f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1], False)} LIMIT 0'
+                )
                 src = f'"_shape_{name}"'
             else:
                 src = _parquet_source(files, True)
@@ -597,9 +647,15 @@ def _create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
         con.execute(f'COMMENT ON VIEW "{view.name}" IS {literal(view.answers)}')
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None = None,
-           peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
-           ranks: Sequence[int] | None = None) -> Path:
+def attach(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    manifest: dict,
+    steps: list[int] | None = None,
+    peak_tflops: Mapping[str, float] | None = None,
+    views: Sequence[str] | None = None,
+    ranks: Sequence[int] | None = None,
+) -> Path:
     """Create a run's tables and the views of `queries/` in the current schema of `con`
     (`peak_tflops`, `ranks`: see `Run`); return the directory whose files they read.
 
@@ -640,8 +696,15 @@ def release_snapshots(con: duckdb.DuckDBPyConnection) -> None:
         remove()
 
 
-def _attach(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict, steps: list[int] | None,
-            peaks: dict[str, float], views: Sequence[str] | None = None, ranks: list[int] | None = None) -> None:
+def _attach(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    manifest: dict,
+    steps: list[int] | None,
+    peaks: dict[str, float],
+    views: Sequence[str] | None = None,
+    ranks: list[int] | None = None,
+) -> None:
     final, in_order = _register_tables(con, path, manifest, steps, ranks)
     _create_table(con, "_run_peaks", schema.tables()["run_peaks"], list(peaks.items()))
     con.execute("CREATE VIEW run_peaks AS SELECT * FROM _run_peaks")
@@ -676,9 +739,15 @@ def _closure(names: Sequence[str]) -> set[str]:
     return seen
 
 
-def open_run(path: Path | str, steps: Sequence[int] | None = None, memory_limit: str | None = None,
-             peak_tflops: Mapping[str, float] | None = None, views: Sequence[str] | None = None,
-             read_only_sql: bool = False, ranks: Sequence[int] | None = None) -> Run:
+def open_run(
+    path: Path | str,
+    steps: Sequence[int] | None = None,
+    memory_limit: str | None = None,
+    peak_tflops: Mapping[str, float] | None = None,
+    views: Sequence[str] | None = None,
+    read_only_sql: bool = False,
+    ranks: Sequence[int] | None = None,
+) -> Run:
     """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`,
     `read_only_sql`, `ranks`: see `Run`)."""
     return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)

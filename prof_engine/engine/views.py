@@ -34,8 +34,11 @@ _COLUMN = re.compile(r"^--\s*column\s+`([^`]+)`\s+([A-Z][A-Z0-9_(), ]*?):\s*(.*)
 _CONTINUATION = re.compile(r"^--\s{2,}(\S.*)$")
 # A view's CREATE up to its AS (`CREATE OR REPLACE TEMP VIEW "name" AS`), at the start of a line
 # (as the statements of queries/ begin; not text in a literal), for `defer_binding`.
-_CREATE_VIEW = re.compile(r'^(\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?'
-                          r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b', re.IGNORECASE | re.MULTILINE)
+_CREATE_VIEW = re.compile(
+    r"^(\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b',
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def defer_binding(sql: str) -> str:
@@ -101,12 +104,14 @@ def parse(path: Path) -> ViewDef:
         else:
             last = None
     if fields["scope"] not in ("", *SCOPES):
-        raise ValueError(f"queries/{path.name}: scope {fields['scope']!r} in its header; say `-- scope: rank` "
-                         f"or `-- scope: cluster`")
+        raise ValueError(
+            f"queries/{path.name}: scope {fields['scope']!r} in its header; say `-- scope: rank` or `-- scope: cluster`"
+        )
     requires = tuple(r.strip() for r in fields["requires"].split(",") if r.strip())
     sql = "\n".join(body).strip().rstrip(";")
-    return ViewDef(path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql,
-                   fields["scope"])
+    return ViewDef(
+        path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql, fields["scope"]
+    )
 
 
 @cache
@@ -114,8 +119,10 @@ def definitions() -> dict[str, ViewDef]:
     """All view files, in an order where each comes after what it requires."""
     found = {p.stem: parse(p) for p in sorted(data_dir("queries").glob("*.sql"))}
     if unscoped := [v.path.name for v in found.values() if not v.scope]:
-        raise ValueError(f"queries/{unscoped[0]}: no `-- scope:` line in its header; say `-- scope: rank` "
-                         f"(computable from one rank's records) or `-- scope: cluster`")
+        raise ValueError(
+            f"queries/{unscoped[0]}: no `-- scope:` line in its header; say `-- scope: rank` "
+            f"(computable from one rank's records) or `-- scope: cluster`"
+        )
     ordered: dict[str, ViewDef] = {}
 
     def visit(name: str, chain: tuple[str, ...]) -> None:

@@ -64,8 +64,9 @@ def restrict(manifest: dict[str, Any], ranks: list[int] | None) -> dict[str, Any
         return manifest
     have = manifest.get("ranks") or []
     if missing := sorted(set(ranks) - set(have)):
-        raise RunError(f"no rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run "
-                       f"(its ranks: {_brief(have)})")
+        raise RunError(
+            f"no rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run (its ranks: {_brief(have)})"
+        )
     keep = set(ranks)
     out = dict(manifest, ranks=[r for r in have if r in keep])
     for key in ("sources", "devices", "steps", "findings"):
@@ -95,8 +96,17 @@ def run_ranks(manifest: dict[str, Any]) -> list[tuple]:
     for src in manifest.get("sources", []):
         groups = (src.get("info") or {}).get("parallel_group_info") or {}
         rank = src["rank"]
-        rows.append((rank, src.get("host"), src["path"], src["format"], _group_index(groups, rank, ("pp",)),
-                     _group_index(groups, rank, ("dp",)), _group_index(groups, rank, ("tp",))))
+        rows.append(
+            (
+                rank,
+                src.get("host"),
+                src["path"],
+                src["format"],
+                _group_index(groups, rank, ("pp",)),
+                _group_index(groups, rank, ("dp",)),
+                _group_index(groups, rank, ("tp",)),
+            )
+        )
     return rows
 
 
@@ -110,10 +120,20 @@ def run_findings(manifest: dict[str, Any]) -> list[tuple]:
         if n := info.get("negative_durations"):  # recorded before findings existed, and still by chrome.anomalies
             rows.append((src["rank"], None, "negative_durations", int(n), src.get("events"), Path(src["path"]).name))
         for f in info.get("findings") or []:
-            rows.append((src["rank"], f.get("device"), f["rule"], int(f["count"]), f.get("total", src.get("events")),
-                         f.get("detail") or None))
+            rows.append(
+                (
+                    src["rank"],
+                    f.get("device"),
+                    f["rule"],
+                    int(f["count"]),
+                    f.get("total", src.get("events")),
+                    f.get("detail") or None,
+                )
+            )
     for f in manifest.get("findings") or []:
-        rows.append((f.get("rank"), f.get("device"), f["rule"], int(f["count"]), f.get("total"), f.get("detail") or None))
+        rows.append(
+            (f.get("rank"), f.get("device"), f["rule"], int(f["count"]), f.get("total"), f.get("detail") or None)
+        )
     return rows
 
 
@@ -143,9 +163,18 @@ def run_devices(manifest: dict[str, Any]) -> list[tuple]:
             continue
         p = props.get((d["rank"], d["device"]), {})
         major, minor = p.get("computeMajor"), p.get("computeMinor")
-        rows.append((d["rank"], d["device"], _text(p.get("name")), _int(p.get("totalGlobalMem")),
-                     f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
-                     _int(p.get("numSms")), d.get("records", 0), d.get("tasks", 0)))
+        rows.append(
+            (
+                d["rank"],
+                d["device"],
+                _text(p.get("name")),
+                _int(p.get("totalGlobalMem")),
+                f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
+                _int(p.get("numSms")),
+                d.get("records", 0),
+                d.get("tasks", 0),
+            )
+        )
     return rows
 
 

@@ -60,19 +60,44 @@ BUDGET_BYTES = 8 << 20
 # Not for the others (times, ids, args): their dictionaries would only grow to pyarrow's 1 MB limit
 # and be dropped, at a cost in time and size; their integers are stored as deltas instead
 # (`column_encoding`).
-DICTIONARY_COLUMNS = ["rank", "step", "kind", "name", "category", "op_type", "task_type", "pid", "tid", "stream",
-                      "launch_name", "launch_api", "depth", "input_shapes", "input_types", "phase", "series", "scope",
-                      "op_name", "collective", "group_name", "group_desc", "group_ranks", "dtype", "transport", "type"]
-PARQUET_OPTIONS = {"use_dictionary": DICTIONARY_COLUMNS, "store_schema": False,
-                   "row_group_size": ROW_GROUP_ROWS}
+DICTIONARY_COLUMNS = [
+    "rank",
+    "step",
+    "kind",
+    "name",
+    "category",
+    "op_type",
+    "task_type",
+    "pid",
+    "tid",
+    "stream",
+    "launch_name",
+    "launch_api",
+    "depth",
+    "input_shapes",
+    "input_types",
+    "phase",
+    "series",
+    "scope",
+    "op_name",
+    "collective",
+    "group_name",
+    "group_desc",
+    "group_ranks",
+    "dtype",
+    "transport",
+    "type",
+]
+PARQUET_OPTIONS = {"use_dictionary": DICTIONARY_COLUMNS, "store_schema": False, "row_group_size": ROW_GROUP_ROWS}
 
 
 def column_compression(schema: pa.Schema) -> dict[str, str]:
     """Parquet codecs by column: zstd for text without a dictionary (args: most of a run's bytes,
     JSON that zstd makes ~2x smaller than LZ4 does), LZ4 for the rest (deltas and dictionary
     indices, a few bits a value, which zstd makes little smaller, at a fixed cost per page)."""
-    return {f.name: "zstd" if pa.types.is_string(f.type) and f.name not in DICTIONARY_COLUMNS else "lz4"
-            for f in schema}
+    return {
+        f.name: "zstd" if pa.types.is_string(f.type) and f.name not in DICTIONARY_COLUMNS else "lz4" for f in schema
+    }
 
 
 def column_encoding(schema: pa.Schema, dictionary: Iterable[str] = DICTIONARY_COLUMNS) -> dict[str, str]:
@@ -88,8 +113,9 @@ def rank_dir(rank: int | None) -> str:
     return f"rank={NULL_PARTITION if rank is None else int(rank)}"
 
 
-def partition_dir(rank: int | None, device: str, step: int | None = None, *,
-                  keys: tuple[str, ...] = PARTITION_KEYS) -> str:
+def partition_dir(
+    rank: int | None, device: str, step: int | None = None, *, keys: tuple[str, ...] = PARTITION_KEYS
+) -> str:
     """`rank=<r>/device=<d>/step=<n>` (or `rank=<r>/device=<d>` for a table partitioned by device
     alone), escaped like DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
@@ -128,8 +154,13 @@ class PartitionWriter:
     module docstring. `close()` waits for every write, closes the files and returns the number of
     records written."""
 
-    def __init__(self, root: Path, pool: ThreadPoolExecutor, budget_bytes: int = BUDGET_BYTES,
-                 keys: tuple[str, ...] = PARTITION_KEYS) -> None:
+    def __init__(
+        self,
+        root: Path,
+        pool: ThreadPoolExecutor,
+        budget_bytes: int = BUDGET_BYTES,
+        keys: tuple[str, ...] = PARTITION_KEYS,
+    ) -> None:
         self.root = Path(root)
         self.keys = keys
         self._split = ("rank", *keys)  # a partition's directory levels
@@ -241,8 +272,13 @@ class _File:
                 # buffered: pyarrow writing to a path makes ~70 small writes and seeks per row group
                 self._sink = pa.output_stream(self.directory / f"part-{uuid.uuid4()}.parquet", buffer_size=1 << 20)
                 options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
-                self._writer = pq.ParquetWriter(self._sink, table.schema, column_encoding=column_encoding(table.schema),
-                                                **options, compression=column_compression(table.schema))
+                self._writer = pq.ParquetWriter(
+                    self._sink,
+                    table.schema,
+                    column_encoding=column_encoding(table.schema),
+                    **options,
+                    compression=column_compression(table.schema),
+                )
             self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         if last:
             self.close()
