@@ -349,11 +349,16 @@ def main() -> None:
 
 
 def _out_of_memory(e: BaseException) -> bool:
-    """MemoryError, Arrow's and DuckDB's out-of-memory errors, and threads that could not start
-    (their stacks are address space too)."""
+    """MemoryError, Arrow's and DuckDB's out-of-memory errors, threads that could not start
+    (their stacks are address space too), and SystemError under an address-space limit."""
+    from prof_engine._process import address_space_limit
+
     text = str(e)
     return (
         isinstance(e, MemoryError)
+        # C code that failed to allocate without setting MemoryError (seen importing pydantic,
+        # which typer loads to parse arguments): only read so under an address-space limit
+        or (isinstance(e, SystemError) and address_space_limit() is not None)
         or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
         or "Failed to launch worker thread" in text
         or "can't start new thread" in text
