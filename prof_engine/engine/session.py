@@ -505,20 +505,28 @@ def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
 
 
 def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] | None = None) -> list[Path]:
-    """The Parquet files of a table (sorted, as a glob lists them); with `ranks`, only those under
-    the ranks' `rank=<r>` directories are listed (and any of a layout without them, which the
-    view's rank filter reads); with `steps`, those of the steps' partitions, unless none is (the
-    view's step filter then leaves no rows either way)."""
+    """The Parquet files of a table, rank by rank in rank order (then by path), so that a view
+    without an ORDER BY lists ranks as groups of ranks computed apart do (`engine.grouped`); with
+    `ranks`, only those under the ranks' `rank=<r>` directories are listed (and any of a layout
+    without them, which the view's rank filter reads); with `steps`, those of the steps'
+    partitions, unless none is (the view's step filter then leaves no rows either way)."""
     if ranks is None:
-        files = sorted(table_dir.rglob("*.parquet"), key=str)
+        files = sorted(table_dir.rglob("*.parquet"), key=lambda f: _rank_order(table_dir, f))
     else:
         dirs = [table_dir / rank_dir(r) for r in ranks]
         dirs += [d for d in table_dir.iterdir() if d.is_dir() and not d.name.startswith("rank=")]  # older layouts
-        files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=str)
+        files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=lambda f: _rank_order(table_dir, f))
     if steps:
         wanted = {f"step={s}" for s in steps}
         return [f for f in files if f.parent.name in wanted] or files
     return files
+
+
+def _rank_order(table_dir: Path, f: Path) -> tuple[int, str]:
+    """A file's place: its `rank=<r>` directory's rank (a layout without one: after every rank), then its path."""
+    top = f.relative_to(table_dir).parts[0]
+    number = top.removeprefix("rank=")
+    return (int(number) if top.startswith("rank=") and number.isdigit() else 1 << 62, str(f))
 
 
 def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: list[Path]) -> list[Path] | None:
