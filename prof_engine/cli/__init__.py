@@ -149,15 +149,41 @@ def export(
     steps: StepsOpt = None,
     ranks: RanksOpt = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            help="local or ray: rank-scope views per group of ranks in parallel (worker processes, or Ray tasks), then cluster views once.",
+        ),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --executor ray: the Ray cluster (default: a local Ray).")
+    ] = None,
+    ranks_per_task: Annotated[
+        int | None,
+        typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 64)."),
+    ] = None,
 ) -> None:
-    """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold]"""
+    """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold];
+    on a Ray cluster: [bold]prof-engine export run -o out --executor ray[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err
-    from prof_engine.engine.export import FORMATS
+    from prof_engine.engine.export import FORMATS, SUMMARY_VIEWS
+    from prof_engine.engine.grouped import EXECUTORS, open_grouped
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
-    with open(run, steps, ranks=ranks) as r:
+    if executor is not None and executor not in EXECUTORS:
+        raise typer.BadParameter(
+            f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}", param_hint="--executor"
+        )
+    if executor is not None and timeline:
+        raise typer.BadParameter("--timeline is one file, written in one process", param_hint="--executor")
+    if executor is None:
+        r = open(run, steps, ranks=ranks)
+    else:
+        r = open_grouped(run, views or SUMMARY_VIEWS, executor, ranks_per_task, address, steps, ranks)
+    with r:
         written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
     for path in written:
         err.print(f"wrote {path}")

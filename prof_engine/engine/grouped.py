@@ -1,0 +1,294 @@
+"""Grouped execution of the views: rank-scope views per group of ranks, cluster-scope views once.
+
+A view of scope `rank` gives, on a run restricted to some ranks, the whole run's rows of those ranks
+(`engine.views`). So the plan splits a run's ranks into groups of `ranks_per_task`, and each task
+opens the run restricted to its group and writes each rank-scope view it was asked for as one
+Parquet file. The driver then opens the run with those views reading the groups' files (same names,
+the rows in the whole run's order), so the cluster-scope views' SQL runs unchanged over them.
+Tasks run in a process pool (`local`) or as Ray tasks (`ray`), which return their files' bytes
+through Ray's object store: a cluster's nodes need not share a file system with the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from prof_engine._process import start_worker
+from prof_engine._sql import literal
+from prof_engine.engine import session
+from prof_engine.engine.session import Run, open_run
+from prof_engine.engine.views import ViewDef, definitions, public_views
+from prof_engine.errors import QueryError
+from prof_engine.store import read_manifest
+
+EXECUTORS = ("local", "ray")
+# Ranks per task: 64 was fastest of 32, 64 and 128 on generated runs (benchmarks/scale_out.py).
+RANKS_PER_TASK = 64
+RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
+# DuckDB writes a HUGEINT to Parquet as a DOUBLE; as DECIMAL(38,0) its digits all come back.
+_WIDE_INTEGERS = ("HUGEINT", "UHUGEINT")
+# Literals and comments, blanked out of a view's SQL before its ORDER BY is looked for.
+_QUOTED = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What grouped execution computes: each group of ranks runs `rank_views`; the driver then
+    answers `views` (the ones asked for) over their merged rows."""
+
+    path: Path
+    groups: tuple[tuple[int, ...], ...]
+    rank_views: tuple[str, ...]
+    views: tuple[str, ...]
+    steps: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class _Task:
+    path: str
+    ranks: tuple[int, ...]
+    views: tuple[str, ...]
+    steps: tuple[int, ...] | None
+    threads: int
+    out_dir: str | None  # None: return the files' bytes (Ray's object store)
+
+
+def plan(
+    path: Path | str,
+    views: Sequence[str],
+    ranks_per_task: int | None = None,
+    steps: Sequence[int] | None = None,
+    ranks: Sequence[int] | None = None,
+) -> Plan:
+    """The groups of the run's ranks (or of `ranks`), in rank order, and the rank-scope views each
+    computes: the public ones of `views`, and those the cluster-scope ones require, transitively."""
+    known = {v.name: v for v in public_views()}
+    for name in views:
+        if name not in known:
+            raise QueryError(f"unknown view {name!r}; views: {', '.join(known)}")
+    ranks_per_task = RANKS_PER_TASK if ranks_per_task is None else ranks_per_task
+    if ranks_per_task < 1:
+        raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
+    have = read_manifest(Path(path))["ranks"]
+    chosen = sorted({int(r) for r in ranks}) if ranks else list(have)
+    if missing := sorted(set(chosen) - set(have)):
+        raise QueryError(f"{path}: no rank {', '.join(map(str, missing))} in this run")
+    groups = tuple(tuple(chosen[i : i + ranks_per_task]) for i in range(0, len(chosen), ranks_per_task))
+    return Plan(Path(path).absolute(), groups, tuple(_rank_views(views)), tuple(views), tuple(steps) if steps else None)
+
+
+def _rank_views(names: Sequence[str]) -> list[str]:
+    """The public rank-scope views among `names` and what they require, transitively, in creation order."""
+    defs, seen, todo = definitions(), set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in defs and name not in seen:
+            seen.add(name)
+            todo.extend(defs[name].requires)
+    return [n for n, v in defs.items() if n in seen and v.public and v.scope == "rank"]
+
+
+def open_grouped(
+    path: Path | str,
+    views: Sequence[str],
+    executor: str = "local",
+    ranks_per_task: int | None = None,
+    address: str | None = None,
+    steps: Sequence[int] | None = None,
+    ranks: Sequence[int] | None = None,
+    memory_limit: str | None = None,
+) -> Run:
+    """The run at `path` opened with `views` (and what they require) answered by grouped execution:
+    `run.view(v)` then gives the rows `prof_engine.open(path).view(v)` gives. `executor`: `local`
+    (a process pool of this machine's cores) or `ray` (on the cluster at `address`, else on Ray's
+    running or a new local instance). `ranks_per_task`: default `RANKS_PER_TASK`. The groups' files are removed when the run is closed."""
+    if executor not in EXECUTORS:
+        raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
+    chosen = plan(path, views, ranks_per_task, steps, ranks)
+    where = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
+    try:
+        run_tasks = _run_ray if executor == "ray" else _run_local
+        files = run_tasks(chosen, where, address)
+        run = open_run(path, steps, memory_limit, views=list(views), ranks=ranks)
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    # removed with the run's connection, as the snapshots of live runs are (`session.release_snapshots`)
+    session._SNAPSHOTS.setdefault(run.con, []).append(weakref.finalize(run.con, shutil.rmtree, where, True))
+    try:
+        for name in chosen.rank_views:
+            _read_groups(run, definitions()[name], files[name])
+    except BaseException:
+        run.close()
+        raise
+    return run
+
+
+def views(
+    path: Path | str,
+    names: Sequence[str],
+    executor: str = "local",
+    ranks_per_task: int | None = None,
+    address: str | None = None,
+) -> dict[str, session.Result]:
+    """The rows of each view of `names` by grouped execution (`open_grouped`), by name."""
+    with open_grouped(path, names, executor, ranks_per_task, address) as run:
+        return {name: run.view(name) for name in names}
+
+
+def _tasks(chosen: Plan, out_dir: Path | None, workers: int) -> list[_Task]:
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
+    return [
+        _Task(str(chosen.path), group, chosen.rank_views, chosen.steps, threads, str(out_dir) if out_dir else None)
+        for group in chosen.groups
+    ]
+
+
+def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
+    """Each group in a spawned worker process (tuned as the import's workers are), files under `where`."""
+    if address:
+        raise QueryError("--address names a Ray cluster: use it with --executor ray")
+    workers = min(len(chosen.groups), os.cpu_count() or 1)
+    tasks = _tasks(chosen, where, workers)
+    with ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
+    ) as pool:
+        done = list(pool.map(compute_group, tasks))
+    return _by_view(chosen, done, where, None)
+
+
+def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
+    """Each group as a Ray task; its files come back as bytes, written under `where` here."""
+    try:
+        import ray
+    except ImportError:
+        raise QueryError(RAY_MISSING) from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    workers = int(ray.cluster_resources().get("CPU", 1))
+    task = ray.remote(num_cpus=1)(compute_group)
+    done = ray.get([task.remote(t) for t in _tasks(chosen, None, min(workers, len(chosen.groups)))])
+    return _by_view(chosen, done, where, where)
+
+
+def _by_view(
+    chosen: Plan, done: list[dict[str, str | bytes]], where: Path, write_to: Path | None
+) -> dict[str, list[Path]]:
+    """The groups' files of each view, in the groups' (the ranks') order; bytes written under `write_to`."""
+    files: dict[str, list[Path]] = {name: [] for name in chosen.rank_views}
+    for index, outputs in enumerate(done):
+        for name, value in outputs.items():
+            if isinstance(value, bytes):
+                assert write_to is not None  # bytes come from Ray tasks only
+                target = write_to / _file_name(name, chosen.groups[index])
+                target.write_bytes(value)
+                files[name].append(target)
+            else:
+                files[name].append(Path(value))
+    return files
+
+
+def _file_name(view: str, ranks: Sequence[int]) -> str:
+    return f"{view}.ranks-{ranks[0]:08d}-{ranks[-1]:08d}.parquet"
+
+
+def compute_group(task: _Task) -> dict[str, str | bytes]:
+    """A task: the run restricted to `task.ranks`, each view of `task.views` written as one Parquet
+    file; its path by view name, or its bytes where the task has no `out_dir` (a Ray task)."""
+    own = task.out_dir is None
+    out = Path(tempfile.mkdtemp(prefix="prof-engine-group-")) if own else Path(str(task.out_dir))
+    try:
+        with open_run(task.path, task.steps, views=task.views, ranks=task.ranks) as run:
+            run.con.execute(f"SET threads = {int(task.threads)}")
+            written: dict[str, str | bytes] = {}
+            for name in task.views:
+                target = out / _file_name(name, task.ranks)
+                _write_view(run, name, target)
+                written[name] = target.read_bytes() if own else str(target)
+            return written
+    finally:
+        if own:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _write_view(run: Run, name: str, target: Path) -> None:
+    """`name`'s rows as a Parquet file at `target`, written beside it and renamed when complete."""
+    columns = run.con.execute(f'DESCRIBE "{name}"').fetchall()
+    select = ", ".join(
+        f'"{c}"::DECIMAL(38,0) AS "{c}"' if t in _WIDE_INTEGERS else f'"{c}"' for c, t, *_ in _escaped(columns)
+    )
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        run.con.execute(f'COPY (SELECT {select} FROM "{name}") TO {literal(tmp)} (FORMAT parquet, COMPRESSION zstd)')
+    except Exception as e:  # noqa: BLE001 - any failure of a task's query is one line for the driver
+        tmp.unlink(missing_ok=True)
+        raise QueryError(f"{name} on ranks {run.ranks}: {session.query_error(e)}") from None
+    os.replace(tmp, target)
+
+
+def _escaped(columns: list[tuple]) -> list[tuple]:
+    return [(c.replace('"', '""'), t, *rest) for c, t, *rest in columns]
+
+
+def _read_groups(run: Run, view: ViewDef, files: list[Path]) -> None:
+    """Make `view` read the groups' files in `run`, its columns of the types the view gives.
+
+    Groups come in rank order, so where the view orders by rank first the files' rows, one after
+    the other, are in its order. Otherwise its ORDER BY is applied again, ties in group and row
+    order. Rows the view holds for the run whole (a NULL `Rank`: no group has them, `restrict`)
+    come from the view over the run itself."""
+    columns = _escaped(run.con.execute(f'DESCRIBE "{view.name}"').fetchall())
+    cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t, *_ in columns)
+    names = ", ".join(f'"{c}"' for c, *_ in columns)
+    source = f"read_parquet([{', '.join(literal(f) for f in files)}], filename = true, file_row_number = true)"
+    whole, order = _run_rows(view), _order_by(view.sql)
+    if not whole and (order is None or _rank_first(order)):  # DuckDB reads the files in the list's order
+        sql = f"SELECT {cast} FROM read_parquet([{', '.join(literal(f) for f in files)}])"
+    else:
+        merged = f"SELECT {cast}, filename AS _group, file_row_number AS _row FROM {source}"
+        if whole:
+            run.con.execute(f'CREATE OR REPLACE VIEW "_whole_{view.name}" AS {view.sql}')
+            merged += f" UNION ALL SELECT {names}, '', 0 FROM \"_whole_{view.name}\" WHERE {whole}"
+        sql = f"SELECT {names} FROM ({merged}) ORDER BY {order + ', ' if order else ''}_group, _row"
+    try:
+        run.con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS {sql}')
+    except Exception as e:  # noqa: BLE001 - an ORDER BY over the view's inner names cannot be applied again
+        raise QueryError(f"queries/{view.path.name}: its ORDER BY is not over its columns ({e})") from None
+
+
+def _run_rows(view: ViewDef) -> str | None:
+    """The filter of the rows `view` holds for the run whole, where its `Rank` column documents
+    them (data_quality: "NULL for the run as a whole")."""
+    rank = next((c for c in view.columns if c.name == "Rank"), None)
+    return '"Rank" IS NULL' if rank is not None and "NULL" in rank.description else None
+
+
+def _order_by(sql: str) -> str | None:
+    """The terms of the ORDER BY at the top level of `sql` (outside parentheses, literals and
+    comments), or None where it has none."""
+    text = _QUOTED.sub(lambda m: " " * len(m.group()), sql)
+    depth, found = 0, None
+    for m in re.finditer(r"[()]|\bORDER\s+BY\b", text, re.IGNORECASE):
+        token = m.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0:
+            found = m.end()
+    return sql[found:].strip() if found is not None else None
+
+
+def _rank_first(order: str) -> bool:
+    first = order.split(",", 1)[0].split()[0].split(".")[-1].strip('"')
+    return first.lower() == "rank"

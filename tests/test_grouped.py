@@ -1,0 +1,156 @@
+"""Grouped execution (`engine.grouped`): rank-scope views per group of ranks in worker processes or
+Ray tasks, cluster views once over their rows, gives every public view's CSV byte for byte as the
+run opened whole does, with one group, two, and several of unequal size."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import prof_engine
+from conftest import fixture_path
+from prof_engine.engine import grouped
+from prof_engine.engine.export import SUMMARY_VIEWS, export_views
+from prof_engine.engine.views import public_views
+from prof_engine.errors import QueryError
+
+REPO = Path(__file__).resolve().parent.parent
+VIEWS = [v.name for v in public_views()]
+STAMP = "20260101000000"
+
+
+def _import(src: Path, out: Path) -> Path:
+    return Path(prof_engine.import_trace([src], out))
+
+
+@pytest.fixture(scope="module")
+def nccl(tmp_path_factory) -> Path:
+    return _import(fixture_path("kineto", "hta_sampled_2rank_nccl"), tmp_path_factory.mktemp("nccl") / "run")
+
+
+@pytest.fixture(scope="module")
+def ascend(tmp_path_factory) -> Path:
+    return _import(fixture_path("ascend", "torch_npu_2rank_level1_text"), tmp_path_factory.mktemp("ascend") / "run")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """A generated run of 12 ranks (benchmarks/gen_runstore.py), a few hundred records each."""
+    spec = importlib.util.spec_from_file_location("gen_runstore", REPO / "benchmarks" / "gen_runstore.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gen  # its dataclasses look their module up there
+    spec.loader.exec_module(gen)
+    out = tmp_path_factory.mktemp("generated") / "run"
+    gen.write(out, gen.Shape(device_records=60_000, ranks=12, steps=4), log=lambda *a: None)
+    return out
+
+
+def _csvs(run: prof_engine.Run, out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in export_views(run, out, VIEWS, "csv", STAMP)}
+
+
+def _same_csvs(path: Path, tmp: Path, executor: str, ranks_per_task: int) -> None:
+    with prof_engine.open(path) as whole:
+        expected = _csvs(whole, tmp / "whole")
+    with grouped.open_grouped(path, VIEWS, executor, ranks_per_task) as run:
+        got = _csvs(run, tmp / "grouped")
+    assert list(got) == list(expected)
+    differ = [name for name in expected if got[name] != expected[name]]
+    assert not differ, f"{executor}, {ranks_per_task} ranks per task: {differ} differ"
+
+
+@pytest.mark.parametrize("ranks_per_task", [1, 2], ids=["2 groups", "1 group"])
+def test_local_gives_the_whole_runs_csvs_nccl(nccl, tmp_path, ranks_per_task):
+    _same_csvs(nccl, tmp_path, "local", ranks_per_task)
+
+
+def test_local_gives_the_whole_runs_csvs_ascend(ascend, tmp_path):
+    _same_csvs(ascend, tmp_path, "local", 1)
+
+
+def test_local_gives_the_whole_runs_csvs_in_unequal_groups(generated, tmp_path):
+    """12 ranks in groups of 5, 5 and 2: every view, cluster_step_trace and slow_rank included."""
+    _same_csvs(generated, tmp_path, "local", 5)
+
+
+def test_plan_groups_ranks_in_order_with_what_cluster_views_require(generated):
+    chosen = grouped.plan(generated, ["cluster_step_trace", "op_summary"], ranks_per_task=5)
+    assert chosen.groups == ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9), (10, 11))
+    assert set(chosen.rank_views) == {"step_trace", "op_summary"}
+    assert grouped.plan(generated, ["advice"]).rank_views == ("step_trace",)
+    assert grouped.plan(generated, ["op_summary"], ranks=[3, 1], ranks_per_task=1).groups == ((1,), (3,))
+
+
+def test_plan_refuses_what_it_cannot_do(generated):
+    with pytest.raises(QueryError, match="unknown view 'nope'"):
+        grouped.plan(generated, ["nope"])
+    with pytest.raises(QueryError, match="not a positive number"):
+        grouped.plan(generated, ["op_summary"], ranks_per_task=0)
+    with pytest.raises(QueryError, match="unknown executor 'spark'"):
+        grouped.open_grouped(generated, ["op_summary"], "spark")
+    with pytest.raises(QueryError, match="--address names a Ray cluster"):
+        grouped.open_grouped(generated, ["op_summary"], "local", address="ray://head:10001")
+
+
+def test_order_by_is_the_top_level_one():
+    sql = "SELECT a FROM (SELECT a FROM t ORDER BY b) -- ORDER BY c\nWHERE x = 'ORDER BY d' ORDER BY \"Rank\", a"
+    assert grouped._order_by(sql) == '"Rank", a'
+    assert grouped._order_by("SELECT a FROM (SELECT a FROM t ORDER BY b)") is None
+    assert grouped._rank_first("r.rank, r.device") and not grouped._rank_first('"Level" DESC, "Rank"')
+
+
+def _cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
+    )
+
+
+def test_cli_export_executor_local_writes_the_same_files(nccl, tmp_path):
+    plain = _cli(tmp_path, "export", nccl, "-o", "plain")
+    assert plain.returncode == 0, plain.stderr
+    local = _cli(tmp_path, "export", nccl, "-o", "local", "--executor", "local", "--ranks-per-task", "1")
+    assert local.returncode == 0, local.stderr
+    stem = {p.name.rsplit("_", 1)[0]: p.read_bytes() for p in (tmp_path / "plain").iterdir()}
+    assert sorted(stem) == sorted(SUMMARY_VIEWS)
+    assert {p.name.rsplit("_", 1)[0]: p.read_bytes() for p in (tmp_path / "local").iterdir()} == stem
+
+
+def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
+    """Where `import ray` fails (here: a `ray` package that raises ImportError first on the path)."""
+    (tmp_path / "noray" / "ray").mkdir(parents=True)
+    (tmp_path / "noray" / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "noray"), os.environ.get("PYTHONPATH", "")]))
+    proc = _cli(tmp_path, "export", nccl, "-o", "out", "--executor", "ray", env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"Error: {grouped.RAY_MISSING}"
+    assert grouped.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
+
+
+def test_cli_help_states_the_default_ranks_per_task():
+    proc = _cli(REPO, "export", "--help")
+    assert f"default {grouped.RANKS_PER_TASK})" in " ".join(proc.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def ray():
+    try:
+        import ray
+    except ImportError as e:
+        pytest.skip(f"Ray is not installed (pip install 'prof-engine[ray]'): {e}")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_gives_the_whole_runs_csvs_nccl(ray, nccl, tmp_path):
+    _same_csvs(nccl, tmp_path, "ray", 1)
+
+
+def test_ray_gives_the_whole_runs_csvs_in_unequal_groups(ray, generated, tmp_path):
+    _same_csvs(generated, tmp_path, "ray", 5)
