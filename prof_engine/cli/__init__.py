@@ -161,7 +161,7 @@ def export(
     ] = None,
     ranks_per_task: Annotated[
         int | None,
-        typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 64)."),
+        typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 128)."),
     ] = None,
 ) -> None:
     """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold];

@@ -20,6 +20,7 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,12 +29,14 @@ from prof_engine._sql import literal
 from prof_engine.engine import session
 from prof_engine.engine.session import Run, open_run
 from prof_engine.engine.views import ViewDef, definitions, public_views
-from prof_engine.errors import QueryError
+from prof_engine.errors import ProfEngineError, QueryError
 from prof_engine.store import read_manifest
 
 EXECUTORS = ("local", "ray")
-# Ranks per task: 64 was fastest of 32, 64 and 128 on generated runs (benchmarks/scale_out.py).
-RANKS_PER_TASK = 64
+# Ranks per task: each task pays ~1 s to start and open its ranks, which larger groups share out;
+# on 256 generated ranks 128 was as fast as 32 or 64, or faster, its largest process ~330 MB
+# (benchmarks/scale_out.py).
+RANKS_PER_TASK = 128
 RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 # DuckDB writes a HUGEINT to Parquet as a DOUBLE; as DECIMAL(38,0) its digits all come back.
 _WIDE_INTEGERS = ("HUGEINT", "UHUGEINT")
@@ -111,7 +114,8 @@ def open_grouped(
     """The run at `path` opened with `views` (and what they require) answered by grouped execution:
     `run.view(v)` then gives the rows `prof_engine.open(path).view(v)` gives. `executor`: `local`
     (a process pool of this machine's cores) or `ray` (on the cluster at `address`, else on Ray's
-    running or a new local instance). `ranks_per_task`: default `RANKS_PER_TASK`. The groups' files are removed when the run is closed."""
+    running or a new local instance). `ranks_per_task`: default `RANKS_PER_TASK`. The groups'
+    files are removed when the run is closed."""
     if executor not in EXECUTORS:
         raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
     chosen = plan(path, views, ranks_per_task, steps, ranks)
@@ -146,8 +150,7 @@ def views(
         return {name: run.view(name) for name in names}
 
 
-def _tasks(chosen: Plan, out_dir: Path | None, workers: int) -> list[_Task]:
-    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
+def _tasks(chosen: Plan, out_dir: Path | None, threads: int) -> list[_Task]:
     return [
         _Task(str(chosen.path), group, chosen.rank_views, chosen.steps, threads, str(out_dir) if out_dir else None)
         for group in chosen.groups
@@ -158,13 +161,17 @@ def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list
     """Each group in a spawned worker process (tuned as the import's workers are), files under `where`."""
     if address:
         raise QueryError("--address names a Ray cluster: use it with --executor ray")
-    workers = min(len(chosen.groups), os.cpu_count() or 1)
-    tasks = _tasks(chosen, where, workers)
-    with ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
-    ) as pool:
-        done = list(pool.map(compute_group, tasks))
-    return _by_view(chosen, done, where, None)
+    cores = os.cpu_count() or 1
+    workers = min(len(chosen.groups), cores)
+    tasks = _tasks(chosen, where, max(1, cores // workers))  # DuckDB's threads: the cores shared out
+    try:
+        with ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
+        ) as pool:
+            done = list(pool.map(compute_group, tasks))
+    except BrokenProcessPool:
+        raise QueryError("a worker process died (out of memory?): give fewer --ranks-per-task") from None
+    return _by_view(chosen, done, None)
 
 
 def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
@@ -175,15 +182,17 @@ def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[P
         raise QueryError(RAY_MISSING) from None
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    workers = int(ray.cluster_resources().get("CPU", 1))
-    task = ray.remote(num_cpus=1)(compute_group)
-    done = ray.get([task.remote(t) for t in _tasks(chosen, None, min(workers, len(chosen.groups)))])
-    return _by_view(chosen, done, where, where)
+    task = ray.remote(num_cpus=1)(compute_group)  # with one DuckDB thread: the one CPU Ray reserves it
+    try:
+        done = ray.get([task.remote(t) for t in _tasks(chosen, None, 1)])
+    except ray.exceptions.RayTaskError as e:  # a task's own error, one line as here
+        if isinstance(e.cause, ProfEngineError):
+            raise e.cause from None
+        raise
+    return _by_view(chosen, done, where)
 
 
-def _by_view(
-    chosen: Plan, done: list[dict[str, str | bytes]], where: Path, write_to: Path | None
-) -> dict[str, list[Path]]:
+def _by_view(chosen: Plan, done: list[dict[str, str | bytes]], write_to: Path | None) -> dict[str, list[Path]]:
     """The groups' files of each view, in the groups' (the ranks') order; bytes written under `write_to`."""
     files: dict[str, list[Path]] = {name: [] for name in chosen.rank_views}
     for index, outputs in enumerate(done):
