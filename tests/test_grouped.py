@@ -79,6 +79,19 @@ def test_local_gives_the_whole_runs_csvs_in_unequal_groups(generated, tmp_path):
     _same_csvs(generated, tmp_path, "local", 5)
 
 
+def test_local_with_steps_gives_the_whole_runs_rows(nccl):
+    """The views of some steps; a step the run lacks is one error, from the driver."""
+    with prof_engine.open(nccl) as whole:
+        step = whole.sql('SELECT min("Step") FROM step_trace').rows()[0][0]
+    names = ["step_trace", "op_statistic", "cluster_step_trace"]
+    with prof_engine.open(nccl, steps=[step]) as whole:
+        expected = {n: whole.view(n).rows() for n in names}
+    with grouped.open_grouped(nccl, names, "local", 1, steps=[step]) as run:
+        assert {n: run.view(n).rows() for n in names} == expected
+    with pytest.raises(QueryError, match="999"):
+        grouped.open_grouped(nccl, names, "local", 1, steps=[999])
+
+
 def test_plan_groups_ranks_in_order_with_what_cluster_views_require(generated):
     chosen = grouped.plan(generated, ["cluster_step_trace", "op_summary"], ranks_per_task=5)
     assert chosen.groups == ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9), (10, 11))
@@ -129,6 +142,8 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
     proc = _cli(tmp_path, "export", nccl, "-o", "out", "--executor", "ray", env=env)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"Error: {grouped.RAY_MISSING}"
+    alone = _cli(tmp_path, "export", nccl, "-o", "out", "--address", "ray://head:10001")
+    assert alone.returncode == 2 and "go with" in alone.stderr  # a usage error, in typer's box
     assert grouped.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 
 

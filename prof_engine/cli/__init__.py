@@ -177,6 +177,8 @@ def export(
         raise typer.BadParameter(
             f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}", param_hint="--executor"
         )
+    if executor is None and (address is not None or ranks_per_task is not None):
+        raise typer.BadParameter("--address and --ranks-per-task go with --executor", param_hint="--executor")
     if executor is not None and timeline:
         raise typer.BadParameter("--timeline is one file, written in one process", param_hint="--executor")
     if executor is None:

@@ -27,10 +27,11 @@ from pathlib import Path
 from prof_engine._process import start_worker
 from prof_engine._sql import literal
 from prof_engine.engine import session
-from prof_engine.engine.session import Run, open_run
+from prof_engine.engine.session import Run, open_run, step_numbers
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import ProfEngineError, QueryError
 from prof_engine.store import read_manifest
+from prof_engine.store.manifest import restrict
 
 EXECUTORS = ("local", "ray")
 # Ranks per task: each task pays ~1 s to start and open its ranks, which larger groups share out;
@@ -119,17 +120,13 @@ def open_grouped(
     if executor not in EXECUTORS:
         raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
     chosen = plan(path, views, ranks_per_task, steps, ranks)
+    run = open_run(path, steps, memory_limit, views=list(views), ranks=ranks)  # first: it checks the steps
     where = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
-    try:
-        run_tasks = _run_ray if executor == "ray" else _run_local
-        files = run_tasks(chosen, where, address)
-        run = open_run(path, steps, memory_limit, views=list(views), ranks=ranks)
-    except BaseException:
-        shutil.rmtree(where, ignore_errors=True)
-        raise
     # removed with the run's connection, as the snapshots of live runs are (`session.release_snapshots`)
     session._SNAPSHOTS.setdefault(run.con, []).append(weakref.finalize(run.con, shutil.rmtree, where, True))
     try:
+        run_tasks = _run_ray if executor == "ray" else _run_local
+        files = run_tasks(chosen, where, address)
         for name in chosen.rank_views:
             _read_groups(run, definitions()[name], files[name])
     except BaseException:
@@ -216,13 +213,19 @@ def compute_group(task: _Task) -> dict[str, str | bytes]:
     file; its path by view name, or its bytes where the task has no `out_dir` (a Ray task)."""
     own = task.out_dir is None
     out = Path(tempfile.mkdtemp(prefix="prof-engine-group-")) if own else Path(str(task.out_dir))
+    # the steps asked for that these ranks have (the driver checked the run has each); with none
+    # of them, the group's views are empty, of the views' columns
+    steps = None
+    if task.steps:
+        have = set(step_numbers(restrict(read_manifest(Path(task.path)), list(task.ranks))))
+        steps = [s for s in task.steps if s in have]
     try:
-        with open_run(task.path, task.steps, views=task.views, ranks=task.ranks) as run:
+        with open_run(task.path, steps or None, views=task.views, ranks=task.ranks) as run:
             run.con.execute(f"SET threads = {int(task.threads)}")
             written: dict[str, str | bytes] = {}
             for name in task.views:
                 target = out / _file_name(name, task.ranks)
-                _write_view(run, name, target)
+                _write_view(run, name, target, empty=steps == [])
                 written[name] = target.read_bytes() if own else str(target)
             return written
     finally:
@@ -230,7 +233,7 @@ def compute_group(task: _Task) -> dict[str, str | bytes]:
             shutil.rmtree(out, ignore_errors=True)
 
 
-def _write_view(run: Run, name: str, target: Path) -> None:
+def _write_view(run: Run, name: str, target: Path, empty: bool = False) -> None:
     """`name`'s rows as a Parquet file at `target`, written beside it and renamed when complete."""
     columns = run.con.execute(f'DESCRIBE "{name}"').fetchall()
     select = ", ".join(
@@ -238,7 +241,10 @@ def _write_view(run: Run, name: str, target: Path) -> None:
     )
     tmp = target.with_name(f".{target.name}.tmp")
     try:
-        run.con.execute(f'COPY (SELECT {select} FROM "{name}") TO {literal(tmp)} (FORMAT parquet, COMPRESSION zstd)')
+        limit = " LIMIT 0" if empty else ""
+        run.con.execute(
+            f'COPY (SELECT {select} FROM "{name}"{limit}) TO {literal(tmp)} (FORMAT parquet, COMPRESSION zstd)'
+        )
     except Exception as e:  # noqa: BLE001 - any failure of a task's query is one line for the driver
         tmp.unlink(missing_ok=True)
         raise QueryError(f"{name} on ranks {run.ranks}: {session.query_error(e)}") from None
