@@ -265,11 +265,12 @@ def _read_groups(run: Run, view: ViewDef, files: list[Path]) -> None:
     columns = _escaped(run.con.execute(f'DESCRIBE "{view.name}"').fetchall())
     cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t, *_ in columns)
     names = ", ".join(f'"{c}"' for c, *_ in columns)
-    source = f"read_parquet([{', '.join(literal(f) for f in files)}], filename = true, file_row_number = true)"
+    listed = f"[{', '.join(literal(f) for f in files)}]"
     whole, order = _run_rows(view), _order_by(view.sql)
     if not whole and (order is None or _rank_first(order)):  # DuckDB reads the files in the list's order
-        sql = f"SELECT {cast} FROM read_parquet([{', '.join(literal(f) for f in files)}])"
+        sql = f"SELECT {cast} FROM read_parquet({listed})"
     else:
+        source = f"read_parquet({listed}, filename = true, file_row_number = true)"
         merged = f"SELECT {cast}, filename AS _group, file_row_number AS _row FROM {source}"
         if whole:
             run.con.execute(f'CREATE OR REPLACE VIEW "_whole_{view.name}" AS {view.sql}')
