@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import tempfile
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -122,8 +121,7 @@ def open_grouped(
     chosen = plan(path, views, ranks_per_task, steps, ranks)
     run = open_run(path, steps, memory_limit, views=list(views), ranks=ranks)  # first: it checks the steps
     where = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
-    # removed with the run's connection, as the snapshots of live runs are (`session.release_snapshots`)
-    session._SNAPSHOTS.setdefault(run.con, []).append(weakref.finalize(run.con, shutil.rmtree, where, True))
+    session.remove_with(run.con, where)
     try:
         run_tasks = _run_ray if executor == "ray" else _run_local
         files = run_tasks(chosen, where, address)

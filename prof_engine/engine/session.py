@@ -693,9 +693,15 @@ def _snapshot(con: duckdb.DuckDBPyConnection, path: Path, manifest: dict) -> tup
     from prof_engine.store.upgrade import snapshot
 
     where = Path(tempfile.mkdtemp(prefix="prof-engine-snapshot-"))
-    _SNAPSHOTS.setdefault(con, []).append(weakref.finalize(con, shutil.rmtree, where, True))
+    remove_with(con, where)
     copy = snapshot(path, manifest, where / "run")
     return copy, read_manifest(copy)
+
+
+def remove_with(con: duckdb.DuckDBPyConnection, directory: Path) -> None:
+    """Remove `directory` (files a view of `con` reads) by `release_snapshots`, or when `con` is
+    garbage-collected or the process exits."""
+    _SNAPSHOTS.setdefault(con, []).append(weakref.finalize(con, shutil.rmtree, directory, True))
 
 
 def release_snapshots(con: duckdb.DuckDBPyConnection) -> None:
