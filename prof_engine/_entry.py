@@ -32,4 +32,12 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(1)
-    cli_main()
+    try:
+        cli_main()
+    except SystemError as e:  # C code that failed to allocate without MemoryError, past the CLI's own handler
+        from prof_engine._process import address_space_hint
+
+        if (hint := address_space_hint()) is None:
+            raise
+        print(f"Error: out of memory ({e}); {hint}", file=sys.stderr)
+        sys.exit(1)
