@@ -40,6 +40,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from prof_engine.importers.chrome import FINALIZED  # what finalize.sql derives (slices)
+
 EPOCH_NS = 1_790_000_000_000_000_000
 RANK_SKEW_NS = 7_919  # ranks' clocks are not aligned to the ns
 STEP_PREP_NS = 40_000  # host step start -> first op of the step
@@ -526,19 +528,7 @@ FROM (
 );
 """
 
-# what finalize.sql derives (slices)
-STAGED = (
-    "step",
-    "depth",
-    "parent_id",
-    "self_dur",
-    "launch_id",
-    "launch_name",
-    "wait",
-    "launch_api",
-    "launch_api_ts",
-    "launch_api_dur",
-)
+STAGED = ("step", *FINALIZED)  # what the generated slices hold that finalize.sql derives
 FROM_LAUNCHER = ("input_shapes", "input_types")  # what it copies from the launcher into device records
 
 
