@@ -130,6 +130,9 @@ def _rows(n: int, key: pa.Buffer, lane: pa.Buffer, s: pa.Buffer, e: pa.Buffer) -
     )
 
 
+OUT_OF_ORDER = "lanes: rows out of order (they must be sorted by key, then start)"  # as module.c says
+
+
 class _PythonLanes:
     """`lanes.c` in Python, for installs without the native helpers: the same rows. The state of the
     open key: `ra`, `rb`, `rall`, the running maximum of the ends of its a, b and all intervals
@@ -155,13 +158,13 @@ class _PythonLanes:
         for k, is_b, si, ei in zip(key.to_pylist(), b.to_pylist(), s.to_pylist(), e.to_pylist()):
             if self.started and k != self.key:
                 if k < self.key:
-                    raise ValueError("lanes: rows out of order (they must be sorted by key, then start)")
+                    raise ValueError(OUT_OF_ORDER)
                 self._finish_key()
             if not self.started:
                 self._open(k, si, ei)
                 self.started = True
             elif si < self.prev_s:
-                raise ValueError("lanes: rows out of order (they must be sorted by key, then start)")
+                raise ValueError(OUT_OF_ORDER)
             self._row(bool(is_b), si, ei)
         return self._take()
 
@@ -180,10 +183,7 @@ class _PythonLanes:
             self._emit(1, self.sb, self.rb)
         if pos and self.rall is not None and s > self.rall:
             self._emit(3, self.rall, s)
-        if self.rb is not None:  # b less a between the previous start and this one
-            since = self.ra if self.ra is not None and self.ra > self.prev_s else self.prev_s
-            if min(self.rb, s) > since:
-                self._piece(since, min(self.rb, s))
+        self._b_less_a(s)  # between the previous start and this one
         if pos:
             if not is_b and (self.ra is None or e > self.ra):
                 self.ra = e
@@ -199,6 +199,14 @@ class _PythonLanes:
             self.sb = s
         self.span_e = max(self.span_e, e)
         self.prev_s = s
+
+    def _b_less_a(self, until: int) -> None:
+        """Lane 2 from the previous start up to `until`: what b's reach covers there beyond a's."""
+        if self.rb is None:
+            return
+        since = self.ra if self.ra is not None and self.ra > self.prev_s else self.prev_s
+        if min(self.rb, until) > since:
+            self._piece(since, min(self.rb, until))
 
     def _piece(self, s: int, e: int) -> None:
         """A piece of lane 2, merged with the one before where they touch."""
@@ -217,9 +225,7 @@ class _PythonLanes:
         if self.sb is not None and self.rb is not None:
             self._emit(1, self.sb, self.rb)
         if self.rb is not None:
-            since = self.ra if self.ra is not None and self.ra > self.prev_s else self.prev_s
-            if self.rb > since:
-                self._piece(since, self.rb)
+            self._b_less_a(self.rb)
         if self.piece is not None:
             self._emit(2, *self.piece)
         first = self.first_s if self.first_s is not None else self.span_e
