@@ -13,7 +13,7 @@ FROM step_trace ORDER BY "Rank", "Device", "Step" NULLS LAST LIMIT row_limit;
 CREATE OR REPLACE MACRO summary_top_ops(row_limit) AS TABLE
 SELECT rank AS "Rank", device AS "Device", step AS "Step", name AS "Op Name", op_type AS "OP Type",
        task_type AS "Task Type", us(dur) AS "Task Duration(us)"
-FROM _op_summary_rows ORDER BY dur DESC, ts LIMIT row_limit;
+FROM _op_summary_rows ORDER BY dur DESC, ts, rank, device LIMIT row_limit;
 
 -- The op types that take the most time, over all devices: a rank's device op types where it has
 -- them (its CPU ops' self time is key_averages' to show), its CPU op types where it has none.
@@ -22,10 +22,10 @@ CREATE OR REPLACE MACRO summary_op_types(row_limit) AS TABLE
 WITH types AS MATERIALIZED (SELECT * FROM op_statistic)
 SELECT * FROM types
 WHERE "Device" <> 'host' OR "Rank" NOT IN (SELECT "Rank" FROM types WHERE "Device" <> 'host')
-ORDER BY "Total Time(us)" DESC, "OP Type" LIMIT row_limit;
+ORDER BY "Total Time(us)" DESC, "OP Type", "Rank", "Device", "Core Type" LIMIT row_limit;
 
 CREATE OR REPLACE MACRO summary_apis(row_limit) AS TABLE
-SELECT * FROM api_statistic ORDER BY "Time(us)" DESC, "API Name" LIMIT row_limit;
+SELECT * FROM api_statistic ORDER BY "Time(us)" DESC, "API Name", "Rank", "Level" LIMIT row_limit;
 
 -- What to look at first (`advice`), most severe first. Where no rule fired, one row says so and
 -- what was checked (which rules, over how many steps), so that no face shows an empty advice.
