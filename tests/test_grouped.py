@@ -5,15 +5,18 @@ run opened whole does, with one group, two, and several of unequal size."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 import prof_engine
 from conftest import fixture_path
+from prof_engine import _ray
 from prof_engine.engine import grouped
 from prof_engine.engine.export import SUMMARY_VIEWS, export_views
 from prof_engine.engine.views import public_views
@@ -111,6 +114,28 @@ def test_plan_refuses_what_it_cannot_do(generated):
         grouped.open_grouped(generated, ["op_summary"], "local", address="ray://head:10001")
 
 
+def test_open_with_an_executor_answers_from_the_groups(generated):
+    """`prof_engine.open(executor=...)`: each query's rank-scope views computed by groups the
+    first time it reads them, under --safe too (the groups' files are readable to it)."""
+    queries = ["SELECT * FROM slow_rank", 'SELECT "Rank", count(*) FROM op_summary GROUP BY 1 ORDER BY 1']
+    with prof_engine.open(generated) as whole:
+        expected = [whole.sql(q).rows() for q in queries]
+        summary = {title: r.rows() for title, r in whole.summary(3).items()}
+    with prof_engine.open(generated, executor="local", ranks_per_task=5, read_only_sql=True) as run:
+        assert [run.sql(q).rows() for q in queries] == expected
+        reads = dict(run.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").rows())
+        assert "prof-engine-groups-" in reads["op_summary"] and "prof-engine-groups-" in reads["step_trace"]
+        assert "prof-engine-groups-" not in reads["op_statistic"]  # no query read it yet
+        assert {title: r.rows() for title, r in run.summary(3).items()} == summary
+    with pytest.raises(QueryError, match="go with an executor"):
+        prof_engine.open(generated, ranks_per_task=5)
+
+
+def test_named_views_are_the_words_of_the_sql():
+    sql = "SELECT \"op_summary\".x FROM step_trace -- slow_rank\nWHERE y = 'overlap'"
+    assert sorted(grouped._named(sql)) == ["op_summary", "step_trace"]
+
+
 def test_order_by_is_the_top_level_one():
     sql = "SELECT a FROM (SELECT a FROM t ORDER BY b) -- ORDER BY c\nWHERE x = 'ORDER BY d' ORDER BY \"Rank\", a"
     assert grouped._order_by(sql) == '"Rank", a'
@@ -141,10 +166,10 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "noray"), os.environ.get("PYTHONPATH", "")]))
     proc = _cli(tmp_path, "export", nccl, "-o", "out", "--executor", "ray", env=env)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"Error: {grouped.RAY_MISSING}"
+    assert proc.stderr.strip() == f"Error: {_ray.RAY_MISSING}"
     alone = _cli(tmp_path, "export", nccl, "-o", "out", "--address", "ray://head:10001")
     assert alone.returncode == 2 and "go with" in alone.stderr  # a usage error, in typer's box
-    assert grouped.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
+    assert _ray.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 
 
 def test_cli_help_states_the_default_ranks_per_task():
@@ -165,7 +190,48 @@ def ray():
 
 # One Ray test: a Ray start costs ~9 s of the suite and its daemons take CPU while they live; the
 # executors share the plan and the task, which the local tests cover fixture by fixture.
-def test_ray_gives_the_whole_runs_csvs_in_unequal_groups(ray, generated, tmp_path):
+def test_ray_imports_and_answers_as_one_process_does(ray, generated, tmp_path):
     # rank views of each kind (per task, per step) and the cluster views over them: every view is
     # checked through the same plan by the local tests
     _same_csvs(generated, tmp_path, "ray", 5, ["op_summary", "step_trace", "cluster_step_trace", "slow_rank"])
+    # the import: a task per trace, the same tables; a corrupt trace among them is left out and listed
+    traces = sorted(fixture_path("kineto", "hta_sampled_2rank_nccl").glob("*.json.gz"))
+    (tmp_path / "broken.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1', encoding="utf-8")
+    plain = prof_engine.import_trace(traces, tmp_path / "plain", jobs=1)
+    via_ray = prof_engine.import_trace([*traces, tmp_path / "broken.json"], tmp_path / "ray", executor="ray")
+    manifests = [json.loads((run / "manifest.json").read_text(encoding="utf-8")) for run in (plain, via_ray)]
+    assert manifests[0]["tables"] == manifests[1]["tables"] and manifests[1]["ranks"] == [0, 1]
+    [skipped] = manifests[1]["skipped"]
+    assert "broken.json" in skipped["error"]
+    assert _stored(plain) == _stored(via_ray)
+
+
+def _stored(run: Path) -> dict[str, list[tuple]]:
+    """Every stored table's rows by partition directory, in a canonical order."""
+    rows: dict[str, list[tuple]] = {}
+    for f in run.glob("*/**/*.parquet"):
+        t = pq.read_table(f, partitioning=None)
+        rows.setdefault(str(f.parent.relative_to(run)), []).extend(zip(*(c.to_pylist() for c in t.columns)))
+    return {part: sorted(r, key=repr) for part, r in rows.items()}
+
+
+def test_import_executor_options_are_checked_in_one_line(tmp_path):
+    trace = next(fixture_path("kineto", "hta_sampled_2rank_nccl").glob("*.json.gz"))
+    for args, message in (
+        (["--executor", "ray", "--jobs", "2"], "Ray schedules by its CPUs"),
+        (["--address", "ray://head:10001"], "go with --executor"),
+        (["--executor", "spark"], "unknown executor 'spark'"),
+    ):
+        proc = _cli(tmp_path, "import", trace, "-o", "run", *args)
+        said = " ".join(proc.stderr.replace("│", " ").split())  # typer's box, its lines joined
+        assert proc.returncode != 0 and message in said, (args, proc.stderr)
+        assert not (tmp_path / "run").exists()
+    local = _cli(tmp_path, "import", trace, "-o", "run", "--executor", "local")
+    assert local.returncode == 0 and (tmp_path / "run" / "manifest.json").is_file(), local.stderr
+
+
+def test_a_dead_ray_worker_is_one_line():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'prof-engine[ray]')")
+    error = _ray.task_error(ray, ray.exceptions.WorkerCrashedError())
+    assert error is not None and str(error).startswith("a Ray worker died (out of memory?)")
+    assert _ray.task_error(ray, ValueError("a bug")) is None

@@ -53,6 +53,33 @@ RanksOpt = Annotated[
     ),
 ]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Print every column, however wide the table.")]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="local or ray: rank-scope views per group of ranks in parallel (worker processes, or Ray tasks), then cluster views once.",
+    ),
+]
+AddressOpt = Annotated[
+    str | None, typer.Option("--address", help="With --executor ray: the Ray cluster (default: a local Ray).")
+]
+RanksPerTaskOpt = Annotated[
+    int | None,
+    typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 128)."),
+]
+
+
+def _check_executor(executor: str | None, address: str | None, ranks_per_task: int | None) -> None:
+    from prof_engine._ray import EXECUTORS
+
+    if executor is not None and executor not in EXECUTORS:
+        raise typer.BadParameter(
+            f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}", param_hint="--executor"
+        )
+    if executor is None and (address is not None or ranks_per_task is not None):
+        raise typer.BadParameter("--address and --ranks-per-task go with --executor", param_hint="--executor")
+    if address is not None and executor != "ray":
+        raise typer.BadParameter("--address names a Ray cluster: use it with --executor ray", param_hint="--address")
 
 
 class _Progress:
@@ -106,15 +133,29 @@ def import_(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 when the import had to guess (see `check`).")
     ] = False,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            help="local (the default: --jobs processes) or ray: each trace a Ray task (the sources at the same path on its nodes).",
+        ),
+    ] = None,
+    address: AddressOpt = None,
 ) -> None:
-    """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold]"""
+    """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold];
+    on a Ray cluster: [bold]prof-engine import /shared/traces -o /shared/run --executor ray[/bold]"""
     from prof_engine import import_trace
     from prof_engine import open as open_run
     from prof_engine.cli.render import err
 
+    _check_executor(executor, address, None)
+    if executor == "ray" and jobs is not None:
+        raise typer.BadParameter("counts this machine's processes; Ray schedules by its CPUs", param_hint="--jobs")
     progress = _Progress()
     try:
-        run = import_trace(sources, output, force=force, jobs=jobs, progress=progress)
+        run = import_trace(
+            sources, output, force=force, jobs=jobs, progress=progress, executor=executor, address=address
+        )
     finally:
         progress.close()
     with open_run(run, views=["data_quality"]) as r:  # (all the views: ~0.2 s more to create)
@@ -149,41 +190,25 @@ def export(
     steps: StepsOpt = None,
     ranks: RanksOpt = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Write a Chrome trace for Perfetto instead.")] = False,
-    executor: Annotated[
-        str | None,
-        typer.Option(
-            "--executor",
-            help="local or ray: rank-scope views per group of ranks in parallel (worker processes, or Ray tasks), then cluster views once.",
-        ),
-    ] = None,
-    address: Annotated[
-        str | None, typer.Option("--address", help="With --executor ray: the Ray cluster (default: a local Ray).")
-    ] = None,
-    ranks_per_task: Annotated[
-        int | None,
-        typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 128)."),
-    ] = None,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
+    ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold];
     on a Ray cluster: [bold]prof-engine export run -o out --executor ray[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err
     from prof_engine.engine.export import FORMATS, SUMMARY_VIEWS
-    from prof_engine.engine.grouped import EXECUTORS, open_grouped
+    from prof_engine.engine.grouped import open_grouped
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
-    if executor is not None and executor not in EXECUTORS:
-        raise typer.BadParameter(
-            f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}", param_hint="--executor"
-        )
-    if executor is None and (address is not None or ranks_per_task is not None):
-        raise typer.BadParameter("--address and --ranks-per-task go with --executor", param_hint="--executor")
+    _check_executor(executor, address, ranks_per_task)
     if executor is not None and timeline:
         raise typer.BadParameter("--timeline is one file, written in one process", param_hint="--executor")
     if executor is None:
         r = open(run, steps, ranks=ranks)
-    else:
+    else:  # every view asked for in one round of tasks
         r = open_grouped(run, views or SUMMARY_VIEWS, executor, ranks_per_task, address, steps, ranks)
     with r:
         written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
@@ -207,6 +232,9 @@ def query(
             help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.",
         ),
     ] = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
+    ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """Run SQL: full DuckDB (it can read and write any file, COPY, ATTACH, INSTALL) unless --safe.
     Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
@@ -225,7 +253,16 @@ def query(
     writers: dict[str, Callable[..., None]] = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
-    with open(run, steps, read_only_sql=safe, ranks=ranks) as r:
+    _check_executor(executor, address, ranks_per_task)
+    with open(
+        run,
+        steps,
+        read_only_sql=safe,
+        ranks=ranks,
+        executor=executor,
+        ranks_per_task=ranks_per_task,
+        address=address,
+    ) as r:
         writers[fmt](r.sql(sql))
 
 
@@ -236,12 +273,16 @@ def show(
     ranks: RanksOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per table (the step breakdown: 10 times as many).")] = 10,
     wide: WideOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
+    ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """Print the step breakdown, top ops, op statistics and API statistics."""
     from prof_engine import open
     from prof_engine.cli import render
 
-    with open(run, steps, ranks=ranks) as r:
+    _check_executor(executor, address, ranks_per_task)
+    with open(run, steps, ranks=ranks, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
         for title, result in r.summary(top).items():
             render.table(
                 result, title=title, wide=wide, more=f"a larger --top shows more; `prof-engine export {run}` writes all"

@@ -11,33 +11,34 @@ through Ray's object store: a cluster's nodes need not share a file system with 
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 import multiprocessing
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from prof_engine import _ray
 from prof_engine._process import start_worker
+from prof_engine._ray import EXECUTORS
 from prof_engine._sql import literal
 from prof_engine.engine import session
 from prof_engine.engine.session import Run, open_run, step_numbers
 from prof_engine.engine.views import ViewDef, definitions, public_views
-from prof_engine.errors import ProfEngineError, QueryError
+from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
 from prof_engine.store.manifest import restrict
 
-EXECUTORS = ("local", "ray")
 # Ranks per task: each task pays ~1 s to start and open its ranks, which larger groups share out;
 # on 256 generated ranks 128 was as fast as 32 or 64, or faster, its largest process ~330 MB
 # (benchmarks/scale_out.py).
 RANKS_PER_TASK = 128
-RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 # DuckDB writes a HUGEINT to Parquet as a DOUBLE; as DECIMAL(38,0) its digits all come back.
 _WIDE_INTEGERS = ("HUGEINT", "UHUGEINT")
 # Literals and comments, blanked out of a view's SQL before its ORDER BY is looked for.
@@ -74,11 +75,12 @@ def plan(
     ranks: Sequence[int] | None = None,
 ) -> Plan:
     """The groups of the run's ranks (or of `ranks`), in rank order, and the rank-scope views each
-    computes: the public ones of `views`, and those the cluster-scope ones require, transitively."""
-    known = {v.name: v for v in public_views()}
+    computes: the public ones of `views`, and those `views` require, transitively."""
+    defs = definitions()
     for name in views:
-        if name not in known:
-            raise QueryError(f"unknown view {name!r}; views: {', '.join(known)}")
+        if name not in defs:
+            known = ", ".join(v.name for v in public_views())
+            raise QueryError(f"unknown view {name!r}; views: {known}")
     ranks_per_task = RANKS_PER_TASK if ranks_per_task is None else ranks_per_task
     if ranks_per_task < 1:
         raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
@@ -101,6 +103,85 @@ def _rank_views(names: Sequence[str]) -> list[str]:
     return [n for n, v in defs.items() if n in seen and v.public and v.scope == "rank"]
 
 
+class GroupedRun(Run):
+    """A run whose rank-scope views are computed by grouped execution: the first time a query
+    (`sql`, `view`, `summary`, `export`) reads one, it and the other rank-scope views that query
+    reads are computed in one round of tasks, one per group of `ranks_per_task` ranks, on
+    `executor` (`local`: a process pool of this machine's cores; `ray`: Ray tasks on the cluster
+    at `address`, else on Ray's running or a new local instance). The view then reads the groups'
+    files, and gives the rows `prof_engine.open(path).view(v)` gives; cluster-scope views read it
+    unchanged. The files are removed when the run is closed."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        steps: Sequence[int] | None = None,
+        memory_limit: str | None = None,
+        peak_tflops: Mapping[str, float] | None = None,
+        views: Sequence[str] | None = None,
+        read_only_sql: bool = False,
+        ranks: Sequence[int] | None = None,
+        executor: str = "local",
+        ranks_per_task: int | None = None,
+        address: str | None = None,
+    ) -> None:
+        if executor not in EXECUTORS:
+            raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
+        if address and executor != "ray":
+            raise QueryError("--address names a Ray cluster: use it with --executor ray")
+        if ranks_per_task is not None and ranks_per_task < 1:
+            raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
+        self.executor, self.ranks_per_task, self.address = executor, ranks_per_task, address
+        super().__init__(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)
+
+    def _open(self) -> None:
+        self._groups = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
+        self._grouped: set[str] = set()  # the views that read the groups' files
+        try:
+            super()._open()
+        except BaseException:
+            shutil.rmtree(self._groups, ignore_errors=True)
+            raise
+        session.remove_with(self.con, self._groups)
+
+    def _derived_dirs(self) -> list[Path]:
+        return [self._groups]
+
+    def prepare(self, names: Sequence[str]) -> None:
+        """Compute by grouped execution the rank-scope views `names` read (the public ones among
+        them and what they require, transitively) that no earlier query computed."""
+        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks)
+        created = self._created()
+        wanted = tuple(n for n in chosen.rank_views if n not in self._grouped and n in created)
+        if not wanted:
+            return
+        chosen = dataclasses.replace(chosen, rank_views=wanted)
+        run_tasks = _run_ray if self.executor == "ray" else _run_local
+        files = run_tasks(chosen, self._groups, self.address)
+        for name in wanted:
+            _read_groups(self, definitions()[name], files[name])
+            self._grouped.add(name)
+
+    def sql(self, query: str, params: Iterable[Any] | None = None) -> session.Result:
+        self.prepare(_named(query))
+        return super().sql(query, params)
+
+    def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
+        self.prepare(definitions()["_summary"].requires)
+        return super().summary(top, more)
+
+    def _created(self) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+
+def _named(sql: str) -> list[str]:
+    """The names of views `sql` may read: its words that name one (outside literals and comments).
+    A word that is a column of the same name costs a view computed and not read, never a wrong row."""
+    text = _QUOTED.sub(" ", sql)
+    words = {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
+    return [name for name in definitions() if name.lower() in words]
+
+
 def open_grouped(
     path: Path | str,
     views: Sequence[str],
@@ -110,23 +191,16 @@ def open_grouped(
     steps: Sequence[int] | None = None,
     ranks: Sequence[int] | None = None,
     memory_limit: str | None = None,
-) -> Run:
-    """The run at `path` opened with `views` (and what they require) answered by grouped execution:
-    `run.view(v)` then gives the rows `prof_engine.open(path).view(v)` gives. `executor`: `local`
-    (a process pool of this machine's cores) or `ray` (on the cluster at `address`, else on Ray's
-    running or a new local instance). `ranks_per_task`: default `RANKS_PER_TASK`. The groups'
-    files are removed when the run is closed."""
-    if executor not in EXECUTORS:
-        raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
-    chosen = plan(path, views, ranks_per_task, steps, ranks)
-    run = open_run(path, steps, memory_limit, views=list(views), ranks=ranks)  # first: it checks the steps
-    where = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
-    session.remove_with(run.con, where)
+) -> GroupedRun:
+    """The run at `path` opened for `views` (and what they require), computed now by grouped
+    execution in one round of tasks (`GroupedRun`)."""
+    known = {v.name for v in public_views()}
+    for name in views:
+        if name not in known:
+            raise QueryError(f"unknown view {name!r}; views: {', '.join(sorted(known))}")
+    run = GroupedRun(path, steps, memory_limit, None, list(views), False, ranks, executor, ranks_per_task, address)
     try:
-        run_tasks = _run_ray if executor == "ray" else _run_local
-        files = run_tasks(chosen, where, address)
-        for name in chosen.rank_views:
-            _read_groups(run, definitions()[name], files[name])
+        run.prepare(views)
     except BaseException:
         run.close()
         raise
@@ -171,19 +245,14 @@ def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list
 
 def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
     """Each group as a Ray task; its files come back as bytes, written under `where` here."""
-    try:
-        import ray
-    except ImportError:
-        raise QueryError(RAY_MISSING) from None
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    ray = _ray.connect(address)
     task = ray.remote(num_cpus=1)(compute_group)  # with one DuckDB thread: the one CPU Ray reserves it
     try:
         done = ray.get([task.remote(t) for t in _tasks(chosen, None, 1)])
-    except ray.exceptions.RayTaskError as e:  # a task's own error, one line as here
-        if isinstance(e.cause, ProfEngineError):
-            raise e.cause from None
-        raise
+    except Exception as e:  # noqa: BLE001 - a task's own error, or a dead worker: one line as here
+        if (error := _ray.task_error(ray, e)) is None:
+            raise
+        raise error from None
     return _by_view(chosen, done, where)
 
 

@@ -186,12 +186,13 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
 SAFE_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 
 
-def sandbox(con: duckdb.DuckDBPyConnection, run: Path) -> None:
+def sandbox(con: duckdb.DuckDBPyConnection, run: Path, *also: Path) -> None:
     """Lock `con` for SQL from others, once the run's views exist: DuckDB's file access limited to
-    the run and the spill directory (read-only for the run: `Run.sql` lets only SELECT through), no
-    extension installed or loaded, no database attached, and no setting changed after this."""
+    the run, the directories `also` (files derived from it) and the spill directory (read-only for
+    the run: `Run.sql` lets only SELECT through), no extension installed or loaded, no database
+    attached, and no setting changed after this."""
     spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
-    con.execute("SET allowed_directories = ?", [[f"{run.resolve()}/", f"{spill}/"]])
+    con.execute("SET allowed_directories = ?", [[f"{d.resolve()}/" for d in (run, *also)] + [f"{spill}/"]])
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
@@ -259,10 +260,14 @@ class Run:
         try:
             read = attach(self.con, self.path, whole, self.steps, peak_tflops, views, self.ranks)
             if self.read_only_sql:
-                sandbox(self.con, read)
+                sandbox(self.con, read, *self._derived_dirs())
         except BaseException:
             self.close()
             raise
+
+    def _derived_dirs(self) -> list[Path]:
+        """Directories of files derived from the run that its views read (`grouped.GroupedRun`)."""
+        return []
 
     def _replaced(self) -> bool:
         """Whether another run now stands at this run's path (`import --force` swapped it in)."""
@@ -761,7 +766,20 @@ def open_run(
     views: Sequence[str] | None = None,
     read_only_sql: bool = False,
     ranks: Sequence[int] | None = None,
+    executor: str | None = None,
+    ranks_per_task: int | None = None,
+    address: str | None = None,
 ) -> Run:
     """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`,
-    `read_only_sql`, `ranks`: see `Run`)."""
-    return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)
+    `read_only_sql`, `ranks`: see `Run`). With `executor` ("local": a process pool; "ray": Ray
+    tasks, on the cluster at `address`), the rank-scope views a query reads are computed per group
+    of `ranks_per_task` ranks in parallel, the first time one is read (`engine.grouped.GroupedRun`)."""
+    if executor is None:
+        if address is not None or ranks_per_task is not None:
+            raise QueryError("address and ranks_per_task go with an executor")
+        return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)
+    from prof_engine.engine.grouped import GroupedRun  # it builds on this module
+
+    return GroupedRun(
+        path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks, executor, ranks_per_task, address
+    )

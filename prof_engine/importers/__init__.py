@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import tempfile
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from prof_engine import _ray
 from prof_engine._process import start_worker
 from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, msprof, msprof_output, unsupported
@@ -210,6 +212,8 @@ def import_sources(
     progress: Progress | None = None,
     metadata: dict[str, Any] | None = None,
     memory_limit: str | None = None,
+    executor: str | None = None,
+    address: str | None = None,
 ) -> Path:
     """Import trace files or directories into the run at `out`; return its path.
 
@@ -221,7 +225,17 @@ def import_sources(
     after its conversion: memory is bounded per unit, whatever the number of units. `memory_limit`
     caps DuckDB's memory while a unit is finalised (e.g. "256MB"; default: from the unit's number
     of records, `prof_engine.store.builder.finalize_memory_limit`).
+
+    `executor="ray"` imports each unit as a Ray task instead (on the cluster at `address`, else
+    on Ray's running or a new local instance): the sources must be at the same path on its nodes,
+    and each unit's tables come back as bytes, which this process writes into the run before the
+    manifest, last. `executor="local"` is the process pool above.
     """
+    _ray.check_executor(executor)
+    if executor == "ray" and jobs is not None:
+        raise InputError("--jobs counts this machine's processes; with --executor ray, Ray schedules by its CPUs")
+    if address is not None and executor != "ray":
+        raise InputError("--address names a Ray cluster: use it with --executor ray")
     if isinstance(sources, (str, Path)):  # one source, not the characters of its path
         sources = [sources]
     units = expand_sources([Path(s) for s in sources])
@@ -240,7 +254,9 @@ def import_sources(
     threads = max(1, min((os.cpu_count() or 1) // jobs, FINALIZE_THREADS))  # DuckDB threads per unit's finalize
     with RunBuilder(Path(out), force=force) as builder:
         work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
-        if jobs == 1:
+        if executor == "ray":
+            results = _import_ray(builder, work, sizes, address, advance)
+        elif jobs == 1:
             results = [_import_unit(*w, advance) for w in work]
         else:
             results = _import_parallel(work, sizes, jobs, advance)
@@ -326,6 +342,57 @@ def _import_parallel(
                 results[i] = future.result()
                 advance(sizes[i])
     return results  # type: ignore[return-value]
+
+
+def _import_ray(
+    builder: RunBuilder, work: list[tuple], sizes: list[int], address: str | None, advance: Callable[[int], None]
+) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
+    """Import each unit as a Ray task, largest first, each unit's tables written into its unit
+    directory here as its task finishes (one unit's bytes held at a time). A unit whose task
+    died after Ray's retries (its worker killed: out of memory?) is left out with that error."""
+    ray = _ray.connect(address)
+    task = ray.remote(num_cpus=1)(import_unit_bytes)  # one DuckDB thread: the one CPU Ray reserves
+    pending = {}
+    for index in sorted(range(len(work)), key=lambda i: -sizes[i]):
+        unit, _, _, memory_limit, _ = work[index]
+        pending[task.remote(unit, index, memory_limit, 1)] = index
+    results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
+    while pending:
+        [ready], _ = ray.wait(list(pending), num_returns=1)
+        index = pending.pop(ready)
+        try:
+            result = ray.get(ready)
+        except Exception as e:  # noqa: BLE001 - a dead worker is this unit's failure; a bug re-raises
+            if (error := _ray.task_error(ray, e)) is None:
+                raise
+            result = InputError(f"{work[index][0].path}: {error}")
+        if isinstance(result, tuple):
+            info, done, files = result
+            unit_dir = builder.unit_dir(index)
+            for name, data in files.items():
+                target = unit_dir / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            result = info, done
+        results[index] = result
+        advance(sizes[index])
+    return results  # type: ignore[return-value]
+
+
+def import_unit_bytes(
+    unit: Source, index: int, memory_limit: str | None, threads: int
+) -> tuple[SourceFile, Finalized, dict[str, bytes]] | ProfEngineError:
+    """A Ray task: `_import_unit` in a directory of its own, its tables returned as bytes by
+    path (the driver may be on another node), or its error."""
+    where = Path(tempfile.mkdtemp(prefix="prof-engine-unit-"))
+    try:
+        result = _import_unit(unit, index, where, memory_limit, threads)
+        if isinstance(result, ProfEngineError):
+            return result
+        files = {str(p.relative_to(where)): p.read_bytes() for p in sorted(where.rglob("*")) if p.is_file()}
+        return (*result, files)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def _size(path: Path) -> int:

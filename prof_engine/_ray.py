@@ -1,0 +1,48 @@
+"""Ray, where a user asks for it (`--executor ray`): the one place prof-engine reaches it.
+
+Ray is an optional extra. Its tasks run in Ray's worker processes, which may sit on other nodes:
+what they read (traces, runs) must be at the same path there (a shared file system); what they
+write comes back through Ray's object store as bytes, so the driver's disk need not be shared.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prof_engine.errors import ProfEngineError
+
+EXECUTORS = ("local", "ray")
+RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
+
+
+def check_executor(executor: str | None) -> None:
+    if executor is not None and executor not in EXECUTORS:
+        raise ProfEngineError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
+
+
+def connect(address: str | None) -> Any:
+    """The `ray` module, joined to the cluster at `address` (else to Ray's running instance, or a
+    new local one) unless this process already joined one."""
+    try:
+        import ray
+    except ImportError:
+        raise ProfEngineError(RAY_MISSING) from None
+    if not ray.is_initialized():
+        # its notices (a local instance's token, which a user did not set up) are not ours to
+        # print; a task's failure comes back to us as an error
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    return ray
+
+
+def task_error(ray: Any, e: BaseException) -> ProfEngineError | None:
+    """A Ray task's failure as prof-engine's one-line error: the task's own ProfEngineError, or a
+    worker that died (killed, out of memory) after Ray's retries. None: a bug, to re-raise."""
+    if isinstance(e, ray.exceptions.RayTaskError) and isinstance(e.cause, ProfEngineError):
+        return e.cause
+    if isinstance(
+        e, (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError, ray.exceptions.NodeDiedError)
+    ):
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return ProfEngineError(f"a Ray worker died (out of memory?): {first}")
+    return None
