@@ -1,19 +1,23 @@
 """Ray, where a user asks for it (`--executor ray`): the one place prof-engine reaches it.
 
 Ray is an optional extra. Its tasks run in Ray's worker processes, which may sit on other nodes:
-what they read (traces, runs) must be at the same path there (a shared file system); what they
-write comes back through Ray's object store as bytes, so the driver's disk need not be shared.
+what they read (traces, runs) must be at the same path there (a shared file system). What they
+write goes straight into the driver's directory where they see it (`shares`: a token the driver
+left there), else comes back through Ray's object store as bytes, which the driver writes.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
+from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import ProfEngineError
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
+_TOKEN = ".prof-engine-driver"
 
 
 def check_executor(executor: str | None) -> None:
@@ -46,3 +50,21 @@ def task_error(ray: Any, e: BaseException) -> ProfEngineError | None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return ProfEngineError(f"a Ray worker died (out of memory?): {first}")
     return None
+
+
+def mark(directory: Path) -> str:
+    """Leave a new token in `directory` (made if need be), the driver's: a task that reads it back
+    (`shares`) sees the driver's file system there and writes its files in place."""
+    token = uuid.uuid4().hex
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / _TOKEN).write_text(token, encoding="ascii")
+    return token
+
+
+def shares(directory: str, token: str) -> bool:
+    """Whether this process sees the driver's `directory`: the token `mark` left there is `token`
+    (a node without the shared file system finds none, or another driver's)."""
+    try:
+        return (Path(directory) / _TOKEN).read_text(encoding="ascii") == token
+    except OSError:
+        return False

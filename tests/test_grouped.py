@@ -230,6 +230,25 @@ def test_import_executor_options_are_checked_in_one_line(tmp_path):
     assert local.returncode == 0 and (tmp_path / "run" / "manifest.json").is_file(), local.stderr
 
 
+def test_a_task_that_does_not_see_the_drivers_directory_returns_bytes(nccl, tmp_path):
+    """Ray tasks on a node without the driver's file system (here: a token that is not there)
+    return their files' bytes, the same files they would have written in place."""
+    from prof_engine.importers import Source, import_unit_task
+
+    trace = next(fixture_path("kineto", "hta_sampled_2rank_nccl").glob("*.json.gz"))
+    token = _ray.mark(tmp_path / "unit")
+    assert _ray.shares(str(tmp_path / "unit"), token) and not _ray.shares(str(tmp_path / "unit"), "another")
+    here = import_unit_task(Source(trace, "chrome"), 0, str(tmp_path / "unit"), token, None, 1)
+    away = import_unit_task(Source(trace, "chrome"), 0, str(tmp_path / "away"), token, None, 1)
+    assert isinstance(here, tuple) and len(here) == 2 and isinstance(away, tuple) and len(away) == 3
+    assert away[:2] == here and not (tmp_path / "away").exists()
+    written = sorted(str(p.parent.relative_to(tmp_path / "unit")) for p in (tmp_path / "unit").rglob("*.parquet"))
+    assert sorted(str(Path(n).parent) for n in away[2] if n.endswith(".parquet")) == written and written
+    task = grouped._Task(str(nccl), (1,), ("op_statistic",), None, 1, str(tmp_path / "away"), "not-there")
+    [data] = grouped.compute_group(task).values()
+    assert isinstance(data, bytes) and data[:4] == b"PAR1" and not (tmp_path / "away").exists()
+
+
 def test_a_dead_ray_worker_is_one_line():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'prof-engine[ray]')")
     error = _ray.task_error(ray, ray.exceptions.WorkerCrashedError())

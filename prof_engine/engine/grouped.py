@@ -64,7 +64,8 @@ class _Task:
     views: tuple[str, ...]
     steps: tuple[int, ...] | None
     threads: int
-    out_dir: str | None  # None: return the files' bytes (Ray's object store)
+    out_dir: str
+    token: str | None = None  # a Ray task's: it writes in `out_dir` only where it sees it (`_ray.shares`)
 
 
 def plan(
@@ -219,9 +220,9 @@ def views(
         return {name: run.view(name) for name in names}
 
 
-def _tasks(chosen: Plan, out_dir: Path | None, threads: int) -> list[_Task]:
+def _tasks(chosen: Plan, out_dir: Path, threads: int, token: str | None = None) -> list[_Task]:
     return [
-        _Task(str(chosen.path), group, chosen.rank_views, chosen.steps, threads, str(out_dir) if out_dir else None)
+        _Task(str(chosen.path), group, chosen.rank_views, chosen.steps, threads, str(out_dir), token)
         for group in chosen.groups
     ]
 
@@ -244,11 +245,12 @@ def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list
 
 
 def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
-    """Each group as a Ray task; its files come back as bytes, written under `where` here."""
+    """Each group as a Ray task, writing its files under `where`, or returning their bytes where
+    its node does not see it, written there here."""
     ray = _ray.connect(address)
     task = ray.remote(num_cpus=1)(compute_group)  # with one DuckDB thread: the one CPU Ray reserves it
     try:
-        done = ray.get([task.remote(t) for t in _tasks(chosen, None, 1)])
+        done = ray.get([task.remote(t) for t in _tasks(chosen, where, 1, _ray.mark(where))])
     except Exception as e:  # noqa: BLE001 - a task's own error, or a dead worker: one line as here
         if (error := _ray.task_error(ray, e)) is None:
             raise
@@ -277,9 +279,10 @@ def _file_name(view: str, ranks: Sequence[int]) -> str:
 
 def compute_group(task: _Task) -> dict[str, str | bytes]:
     """A task: the run restricted to `task.ranks`, each view of `task.views` written as one Parquet
-    file; its path by view name, or its bytes where the task has no `out_dir` (a Ray task)."""
-    own = task.out_dir is None
-    out = Path(tempfile.mkdtemp(prefix="prof-engine-group-")) if own else Path(str(task.out_dir))
+    file in `task.out_dir`, its path by view name; or, for a Ray task on a node that does not see
+    `out_dir`, written in a directory of its own and its bytes returned."""
+    direct = task.token is None or _ray.shares(task.out_dir, task.token)
+    out = Path(task.out_dir) if direct else Path(tempfile.mkdtemp(prefix="prof-engine-group-"))
     # the steps asked for that these ranks have (the driver checked the run has each); with none
     # of them, the group's views are empty, of the views' columns
     steps = None
@@ -293,10 +296,10 @@ def compute_group(task: _Task) -> dict[str, str | bytes]:
             for name in task.views:
                 target = out / _file_name(name, task.ranks)
                 _write_view(run, name, target, empty=steps == [])
-                written[name] = target.read_bytes() if own else str(target)
+                written[name] = str(target) if direct else target.read_bytes()
             return written
     finally:
-        if own:
+        if not direct:
             shutil.rmtree(out, ignore_errors=True)
 
 

@@ -347,15 +347,16 @@ def _import_parallel(
 def _import_ray(
     builder: RunBuilder, work: list[tuple], sizes: list[int], address: str | None, advance: Callable[[int], None]
 ) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
-    """Import each unit as a Ray task, largest first, each unit's tables written into its unit
-    directory here as its task finishes (one unit's bytes held at a time). A unit whose task
-    died after Ray's retries (its worker killed: out of memory?) is left out with that error."""
+    """Import each unit as a Ray task, largest first (`import_unit_task`). A task that sees the
+    run's directory writes its unit's tables there; one that does not returns them as bytes,
+    written here as it finishes (one unit's bytes held at a time). A unit whose task died after
+    Ray's retries (its worker killed: out of memory?) is left out with that error."""
     ray = _ray.connect(address)
-    task = ray.remote(num_cpus=1)(import_unit_bytes)  # one DuckDB thread: the one CPU Ray reserves
+    task = ray.remote(num_cpus=1)(import_unit_task)  # one DuckDB thread: the one CPU Ray reserves
     pending = {}
     for index in sorted(range(len(work)), key=lambda i: -sizes[i]):
-        unit, _, _, memory_limit, _ = work[index]
-        pending[task.remote(unit, index, memory_limit, 1)] = index
+        unit, unit_dir, memory_limit = work[index][0], work[index][2], work[index][3]
+        pending[task.remote(unit, index, str(unit_dir), _ray.mark(unit_dir), memory_limit, 1)] = index
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
     while pending:
         [ready], _ = ray.wait(list(pending), num_returns=1)
@@ -366,11 +367,10 @@ def _import_ray(
             if (error := _ray.task_error(ray, e)) is None:
                 raise
             result = InputError(f"{work[index][0].path}: {error}")
-        if isinstance(result, tuple):
+        if isinstance(result, tuple) and len(result) == 3:  # written elsewhere: its files' bytes
             info, done, files = result
-            unit_dir = builder.unit_dir(index)
             for name, data in files.items():
-                target = unit_dir / name
+                target = work[index][2] / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
             result = info, done
@@ -379,11 +379,13 @@ def _import_ray(
     return results  # type: ignore[return-value]
 
 
-def import_unit_bytes(
-    unit: Source, index: int, memory_limit: str | None, threads: int
-) -> tuple[SourceFile, Finalized, dict[str, bytes]] | ProfEngineError:
-    """A Ray task: `_import_unit` in a directory of its own, its tables returned as bytes by
-    path (the driver may be on another node), or its error."""
+def import_unit_task(
+    unit: Source, index: int, unit_dir: str, token: str, memory_limit: str | None, threads: int
+) -> tuple[SourceFile, Finalized] | tuple[SourceFile, Finalized, dict[str, bytes]] | ProfEngineError:
+    """A Ray task: `_import_unit` into the driver's `unit_dir` where this node sees it (the token
+    `_ray.mark` left there), else into a directory of its own, returning its files' bytes by path."""
+    if _ray.shares(unit_dir, token):
+        return _import_unit(unit, index, Path(unit_dir), memory_limit, threads)
     where = Path(tempfile.mkdtemp(prefix="prof-engine-unit-"))
     try:
         result = _import_unit(unit, index, where, memory_limit, threads)
