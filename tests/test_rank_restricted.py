@@ -44,6 +44,7 @@ def test_a_restricted_run_holds_only_its_ranks_rows_and_manifest_tables(run):
     with prof_engine.open(run) as whole:
         (finding_ranks,) = whole.sql("SELECT list(DISTINCT rank) FROM run_findings").rows()[0]
         assert None in finding_ranks  # missing_ranks: about the run, of no rank
+        whole_tables = whole.manifest["tables"]
     with prof_engine.open(run, ranks=[2, 0]) as r:
         assert r.ranks == [0, 2] and r.manifest["ranks"] == [0, 2]
         for table in ("slices", "lanes", "lane_totals", "run_ranks", "run_devices"):
@@ -52,6 +53,11 @@ def test_a_restricted_run_holds_only_its_ranks_rows_and_manifest_tables(run):
         assert r.sql('SELECT DISTINCT "Rank" FROM op_statistic ORDER BY 1').rows() == [(0,), (2,)]
         # a cluster view compares the ranks of the restricted run only
         assert r.sql('SELECT DISTINCT "Index" FROM cluster_step_trace WHERE "Type" = \'stage\'').rows() == [("(0, 2)",)]
+        # the manifest counts these ranks' rows: what info and the run's repr show
+        for table, rows in r.manifest["tables"].items():
+            if table in ("slices", "lanes", "lane_totals", "flows"):
+                assert r.sql(f"SELECT count(*) FROM {table}").rows() == [(rows,)], table
+        assert r.manifest["tables"]["slices"] < whole_tables["slices"] and "6 records" in repr(r)
 
 
 def test_a_restricted_run_reads_nothing_of_the_other_ranks(run, tmp_path):

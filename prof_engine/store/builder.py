@@ -546,7 +546,8 @@ class RunBuilder:
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "schema_version": schema.schema_version(),
             "source": {"format": source_format, "versions": sorted({s.version for s in sources if s.version})},
-            "sources": [asdict(s) for s in sources],
+            # each source's rows per table: what a run restricted to some ranks counts (`restrict`)
+            "sources": [dict(asdict(s), rows=done.rows) for s, done in units],
             "ranks": sorted({s.rank for s in sources}),
             "hosts": sorted({s.host for s in sources if s.host}),
             "metadata": metadata or {},

@@ -57,7 +57,7 @@ def read_manifest(run: Path) -> dict[str, Any]:
 
 def restrict(manifest: dict[str, Any], ranks: list[int] | None) -> dict[str, Any]:
     """`manifest` as it would read for the ranks `ranks` alone (None: every rank): their sources,
-    devices, steps and findings. The run's own findings that name no rank are left out: they are
+    devices, steps, findings and rows per table. The run's own findings that name no rank are left out: they are
     about the run whole, and views over groups of ranks would each repeat them. RunError for a rank
     the run lacks, listing its ranks."""
     if ranks is None:
@@ -72,6 +72,9 @@ def restrict(manifest: dict[str, Any], ranks: list[int] | None) -> dict[str, Any
     for key in ("sources", "devices", "steps", "findings"):
         if key in manifest:
             out[key] = [e for e in manifest[key] or [] if isinstance(e, dict) and e.get("rank") in keep]
+    counts = [src.get("rows") for src in out.get("sources", [])]
+    if all(isinstance(c, dict) for c in counts):  # each source's rows: written by every import since 2.0
+        out["tables"] = {t: sum(c.get(t, 0) for c in counts) for t in manifest.get("tables", {})}
     return out
 
 
