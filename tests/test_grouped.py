@@ -99,8 +99,12 @@ def test_plan_groups_ranks_in_order_with_what_cluster_views_require(generated):
     chosen = grouped.plan(generated, ["cluster_step_trace", "op_summary"], ranks_per_task=5)
     assert chosen.groups == ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9), (10, 11))
     assert set(chosen.rank_views) == {"step_trace", "op_summary"}
-    assert grouped.plan(generated, ["advice"]).rank_views == ("step_trace",)
+    # advice's per-rank findings (`_advice_rank`) by groups, slow_rank's comparison in the driver
+    assert grouped.plan(generated, ["advice"]).rank_views == ("step_trace", "_advice_rank")
     assert grouped.plan(generated, ["op_summary"], ranks=[3, 1], ranks_per_task=1).groups == ((1,), (3,))
+    # by default, one group per CPU, up to RANKS_PER_TASK ranks each
+    assert grouped.plan(generated, ["op_summary"], cpus=5).groups == ((0, 1, 2), (3, 4, 5), (6, 7, 8), (9, 10, 11))
+    assert len(grouped.plan(generated, ["op_summary"], cpus=64).groups) == 12
 
 
 def test_plan_refuses_what_it_cannot_do(generated):
@@ -174,7 +178,7 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
 
 def test_cli_help_states_the_default_ranks_per_task():
     proc = _cli(REPO, "export", "--help")
-    assert f"default {grouped.RANKS_PER_TASK})" in " ".join(proc.stdout.split())
+    assert f"{grouped.RANKS_PER_TASK} at most)" in " ".join(proc.stdout.replace("│", " ").split())
 
 
 @pytest.fixture(scope="module")

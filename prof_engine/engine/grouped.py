@@ -35,9 +35,9 @@ from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
 from prof_engine.store.manifest import restrict
 
-# Ranks per task: each task pays ~1 s to start and open its ranks, which larger groups share out;
-# on 256 generated ranks 128 was as fast as 32 or 64, or faster, its largest process ~330 MB
-# (benchmarks/scale_out.py).
+# Ranks per task, at most: each task pays ~1 s to start and open its ranks, which larger groups
+# share out; on 256 generated ranks 128 was as fast as 32 or 64, or faster, its largest process
+# ~330 MB (benchmarks/scale_out.py). Fewer where that leaves CPUs idle: one group per CPU.
 RANKS_PER_TASK = 128
 # DuckDB writes a HUGEINT to Parquet as a DOUBLE; as DECIMAL(38,0) its digits all come back.
 _WIDE_INTEGERS = ("HUGEINT", "UHUGEINT")
@@ -74,34 +74,46 @@ def plan(
     ranks_per_task: int | None = None,
     steps: Sequence[int] | None = None,
     ranks: Sequence[int] | None = None,
+    cpus: int = 1,
 ) -> Plan:
     """The groups of the run's ranks (or of `ranks`), in rank order, and the rank-scope views each
-    computes: the public ones of `views`, and those `views` require, transitively."""
+    computes: the public ones of `views`, and those `views` require, transitively. Groups hold
+    `ranks_per_task` ranks; by default, the ranks spread over `cpus`, `RANKS_PER_TASK` at most."""
     defs = definitions()
     for name in views:
         if name not in defs:
             known = ", ".join(v.name for v in public_views())
             raise QueryError(f"unknown view {name!r}; views: {known}")
-    ranks_per_task = RANKS_PER_TASK if ranks_per_task is None else ranks_per_task
-    if ranks_per_task < 1:
+    if ranks_per_task is not None and ranks_per_task < 1:
         raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
     have = read_manifest(Path(path))["ranks"]
     chosen = sorted({int(r) for r in ranks}) if ranks else list(have)
     if missing := sorted(set(chosen) - set(have)):
         raise QueryError(f"{path}: no rank {', '.join(map(str, missing))} in this run")
+    if ranks_per_task is None:
+        ranks_per_task = min(RANKS_PER_TASK, max(1, -(-len(chosen) // max(cpus, 1))))
     groups = tuple(tuple(chosen[i : i + ranks_per_task]) for i in range(0, len(chosen), ranks_per_task))
     return Plan(Path(path).absolute(), groups, tuple(_rank_views(views)), tuple(views), tuple(steps) if steps else None)
 
 
 def _rank_views(names: Sequence[str]) -> list[str]:
-    """The public rank-scope views among `names` and what they require, transitively, in creation order."""
-    defs, seen, todo = definitions(), set(), list(names)
+    """The rank-scope views the groups compute for `names`, in creation order: the public ones
+    among them, and every rank-scope view a cluster-scope one among them reads, through other
+    cluster-scope views (private ones too: the driver then reads only the groups' outputs). A
+    rank-scope view's own requirements are its task's to compute."""
+    defs, seen, grouped = definitions(), set(), set()
+    todo = [(name, False) for name in names]  # (view, reached through a cluster-scope view)
     while todo:
-        name = todo.pop()
-        if name in defs and name not in seen:
-            seen.add(name)
-            todo.extend(defs[name].requires)
-    return [n for n, v in defs.items() if n in seen and v.public and v.scope == "rank"]
+        name, via_cluster = todo.pop()
+        if name not in defs or (name, via_cluster) in seen:
+            continue
+        seen.add((name, via_cluster))
+        view = defs[name]
+        if view.scope == "rank" and (view.public or via_cluster):
+            grouped.add(name)
+        elif view.scope == "cluster":
+            todo.extend((required, True) for required in view.requires)
+    return [n for n in defs if n in grouped]
 
 
 class GroupedRun(Run):
@@ -151,7 +163,7 @@ class GroupedRun(Run):
     def prepare(self, names: Sequence[str]) -> None:
         """Compute by grouped execution the rank-scope views `names` read (the public ones among
         them and what they require, transitively) that no earlier query computed."""
-        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks)
+        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
         created = self._created()
         wanted = tuple(n for n in chosen.rank_views if n not in self._grouped and n in created)
         if not wanted:
@@ -168,8 +180,14 @@ class GroupedRun(Run):
         return super().sql(query, params)
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
-        self.prepare(definitions()["_summary"].requires)
+        self.prepare(["_summary"])
         return super().summary(top, more)
+
+    def _cpus(self) -> int:
+        """The CPUs the tasks may use: this machine's, or the Ray cluster's."""
+        if self.executor == "ray":
+            return int(_ray.connect(self.address).cluster_resources().get("CPU", 1))
+        return os.cpu_count() or 1
 
     def _created(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
