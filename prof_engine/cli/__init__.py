@@ -65,7 +65,11 @@ AddressOpt = Annotated[
 ]
 RanksPerTaskOpt = Annotated[
     int | None,
-    typer.Option("--ranks-per-task", min=1, help="With --executor: ranks each task computes (default 128)."),
+    typer.Option(
+        "--ranks-per-task",
+        min=1,
+        help="With --executor: ranks each task computes (default: the ranks spread over the CPUs, 128 at most).",
+    ),
 ]
 
 
