@@ -202,19 +202,15 @@ def export(
     on a Ray cluster: [bold]prof-engine export run -o out --executor ray[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err
-    from prof_engine.engine.export import FORMATS, SUMMARY_VIEWS
-    from prof_engine.engine.grouped import open_grouped
+    from prof_engine.engine.export import FORMATS
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
     _check_executor(executor, address, ranks_per_task)
     if executor is not None and timeline:
         raise typer.BadParameter("--timeline is one file, written in one process", param_hint="--executor")
-    if executor is None:
-        r = open(run, steps, ranks=ranks)
-    else:  # every view asked for in one round of tasks
-        r = open_grouped(run, views or SUMMARY_VIEWS, executor, ranks_per_task, address, steps, ranks)
-    with r:
+    # with an executor, export computes every view asked for in one round of tasks
+    with open(run, steps, ranks=ranks, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
         written = [r.export_timeline(output)] if timeline else r.export(views or (), output, fmt)
     for path in written:
         err.print(f"wrote {path}")

@@ -5,8 +5,10 @@ A view of scope `rank` gives, on a run restricted to some ranks, the whole run's
 opens the run restricted to its group and writes each rank-scope view it was asked for as one
 Parquet file. The driver then opens the run with those views reading the groups' files (same names,
 the rows in the whole run's order), so the cluster-scope views' SQL runs unchanged over them.
-Tasks run in a process pool (`local`) or as Ray tasks (`ray`), which return their files' bytes
-through Ray's object store: a cluster's nodes need not share a file system with the driver.
+Tasks run in a process pool (`local`) or as Ray tasks (`ray`), which write their files where the
+driver reads them, or return their bytes through Ray's object store from a node that does not see
+the driver's directory (`prof_engine._ray`). They read the run itself: on a cluster, it must be at
+the same path on every node.
 """
 
 from __future__ import annotations
@@ -77,8 +79,8 @@ def plan(
     cpus: int = 1,
 ) -> Plan:
     """The groups of the run's ranks (or of `ranks`), in rank order, and the rank-scope views each
-    computes: the public ones of `views`, and those `views` require, transitively. Groups hold
-    `ranks_per_task` ranks; by default, the ranks spread over `cpus`, `RANKS_PER_TASK` at most."""
+    computes for `views` (`_rank_views`). Groups hold `ranks_per_task` ranks; by default, the
+    ranks spread over `cpus`, `RANKS_PER_TASK` at most."""
     defs = definitions()
     for name in views:
         if name not in defs:
@@ -161,13 +163,13 @@ class GroupedRun(Run):
         return [self._groups]
 
     def prepare(self, names: Sequence[str]) -> None:
-        """Compute by grouped execution the rank-scope views `names` read (the public ones among
-        them and what they require, transitively) that no earlier query computed."""
-        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
+        """Compute by grouped execution, in one round of tasks, the rank-scope views that `names`
+        read (`_rank_views`) and no earlier query computed."""
         created = self._created()
+        if not any(n not in self._grouped and n in created for n in _rank_views(names)):
+            return  # nothing to compute: no task, no Ray
+        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
         wanted = tuple(n for n in chosen.rank_views if n not in self._grouped and n in created)
-        if not wanted:
-            return
         chosen = dataclasses.replace(chosen, rank_views=wanted)
         run_tasks = _run_ray if self.executor == "ray" else _run_local
         files = run_tasks(chosen, self._groups, self.address)
@@ -182,6 +184,12 @@ class GroupedRun(Run):
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
         self.prepare(["_summary"])
         return super().summary(top, more)
+
+    def export(self, views: Sequence[str] = (), out_dir: str | os.PathLike[str] = ".", fmt: str = "csv") -> list[Path]:
+        from prof_engine.engine.export import SUMMARY_VIEWS
+
+        self.prepare(list(views) or SUMMARY_VIEWS)
+        return super().export(views, out_dir, fmt)
 
     def _cpus(self) -> int:
         """The CPUs the tasks may use: this machine's, or the Ray cluster's."""

@@ -227,9 +227,9 @@ def import_sources(
     of records, `prof_engine.store.builder.finalize_memory_limit`).
 
     `executor="ray"` imports each unit as a Ray task instead (on the cluster at `address`, else
-    on Ray's running or a new local instance): the sources must be at the same path on its nodes,
-    and each unit's tables come back as bytes, which this process writes into the run before the
-    manifest, last. `executor="local"` is the process pool above.
+    on Ray's running or a new local instance): the sources must be at the same path on its nodes.
+    A task writes its unit's tables into the run where its node sees the run's directory, else
+    sends them back; this process writes the manifest last. `executor="local"` is the pool above.
     """
     _ray.check_executor(executor)
     if executor == "ray" and jobs is not None:
