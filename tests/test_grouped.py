@@ -177,7 +177,7 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
 
 
 def test_cli_query_and_show_with_an_executor_print_what_they_print_without(nccl, tmp_path):
-    sql = 'SELECT * FROM advice ORDER BY ALL'
+    sql = "SELECT * FROM advice ORDER BY ALL"
     for args in (["query", nccl, sql, "-f", "csv"], ["show", nccl, "--wide"]):
         plain = _cli(tmp_path, *args)
         local = _cli(tmp_path, *args, "--executor", "local", "--ranks-per-task", "1")
