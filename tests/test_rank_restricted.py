@@ -6,8 +6,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -74,25 +72,6 @@ def test_a_restricted_run_reads_nothing_of_the_other_ranks(run, tmp_path):
     with pytest.raises(QueryError):
         with prof_engine.open(copy) as r:
             r.view("op_statistic")
-
-
-def test_files_of_a_layout_without_rank_directories_are_filtered_by_rank(run, tmp_path):
-    """A run written before the rank was a directory (`<table>/device=<d>/`, the rank a column of
-    the files): the restricted run reads its files and keeps its ranks' rows by the rank column."""
-    copy = tmp_path / "run"
-    shutil.copytree(run, copy)
-    for table in [t for t in copy.iterdir() if t.is_dir()]:
-        for part in list(table.rglob("*.parquet")):
-            rank = int(part.parent.parent.name.removeprefix("rank="))
-            data = pq.read_table(part, partitioning=None)
-            flat = table / part.parent.name / part.name  # rank=<r>/device=<d>/part → device=<d>/part
-            flat.parent.mkdir(exist_ok=True)
-            pq.write_table(data.add_column(0, "rank", pa.array([rank] * len(data), pa.int32())), flat)
-        for d in table.glob("rank=*"):
-            shutil.rmtree(d)
-    with prof_engine.open(copy, ranks=[1]) as r, prof_engine.open(run, ranks=[1]) as expected:
-        assert r.sql("SELECT DISTINCT rank FROM slices").rows() == [(1,)]
-        assert r.view("step_trace").rows() == expected.view("step_trace").rows()
 
 
 def test_an_unknown_rank_is_one_line_listing_the_runs_ranks(run):

@@ -512,15 +512,10 @@ def _check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
 def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] | None = None) -> list[Path]:
     """The Parquet files of a table, rank by rank in rank order (then by path), so that a view
     without an ORDER BY lists ranks as groups of ranks computed apart do (`engine.grouped`); with
-    `ranks`, only those under the ranks' `rank=<r>` directories are listed (and any of a layout
-    without them, which the view's rank filter reads); with `steps`, those of the steps'
-    partitions, unless none is (the view's step filter then leaves no rows either way)."""
-    if ranks is None:
-        files = sorted(table_dir.rglob("*.parquet"), key=lambda f: _rank_order(table_dir, f))
-    else:
-        dirs = [table_dir / rank_dir(r) for r in ranks]
-        dirs += [d for d in table_dir.iterdir() if d.is_dir() and not d.name.startswith("rank=")]  # older layouts
-        files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=lambda f: _rank_order(table_dir, f))
+    `ranks`, only those under the ranks' `rank=<r>` directories are listed; with `steps`, those of
+    the steps' partitions, unless none is (the view's step filter then leaves no rows either way)."""
+    dirs = [table_dir] if ranks is None else [table_dir / rank_dir(r) for r in ranks]
+    files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=lambda f: _rank_order(table_dir, f))
     if steps:
         wanted = {f"step={s}" for s in steps}
         return [f for f in files if f.parent.name in wanted] or files
@@ -528,36 +523,23 @@ def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] 
 
 
 def _rank_order(table_dir: Path, f: Path) -> tuple[int, str]:
-    """A file's place: its `rank=<r>` directory's rank (a layout without one: after every rank), then its path."""
-    top = f.relative_to(table_dir).parts[0]
-    number = top.removeprefix("rank=")
-    return (int(number) if top.startswith("rank=") and number.isdigit() else 1 << 62, str(f))
+    """A file's place: its `rank=<r>` directory's rank (the NULL rank's: after every rank), then its path."""
+    number = f.relative_to(table_dir).parts[0].removeprefix("rank=")
+    return (int(number) if number.isdigit() else 1 << 62, str(f))
 
 
-def _in_sorted_order(con: duckdb.DuckDBPyConnection, table_dir: Path, files: list[Path]) -> list[Path] | None:
+def _in_sorted_order(table_dir: Path, files: list[Path]) -> list[Path] | None:
     """`files` of a table written in its `sort_by` order (`partitions.SortedWriter`: a file per
     rank and partition, rows in order) listed by rank and partition, so that reading them in turn
-    reads the rows in order; None where they are not one file per rank and partition (the rank
-    from their directories, or the files' statistics in layouts before `rank=<r>`; the partition
-    from their directories)."""
+    reads the rows in order; None where they are not one file per rank and partition."""
     if not files:
         return []
     levels = {f: dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1]) for f in files}
-    ranks: dict[str, int | None] = {}
-    if any("rank" not in lv for lv in levels.values()):
-        ranks = dict(
-            con.execute(
-                f"SELECT file_name, CASE WHEN min(stats_min_value) = max(stats_max_value) THEN min(stats_min_value)::INTEGER END "
-                f"FROM parquet_metadata({_file_list(files)}) WHERE path_in_schema = 'rank' GROUP BY file_name"
-            ).fetchall()
-        )
 
     def key(f: Path) -> tuple:  # rank, then each directory level: device=<escaped>, step=<n>
-        step = levels[f].get("step", NULL_PARTITION)
-        rank = levels[f].get("rank")
-        rank_number = ranks.get(str(f)) if rank is None else None if rank == NULL_PARTITION else int(rank)
+        step, rank = levels[f].get("step", NULL_PARTITION), levels[f].get("rank", NULL_PARTITION)
         return (
-            rank_number,
+            None if rank == NULL_PARTITION else int(rank),
             unquote(levels[f].get("device", "")),
             step == NULL_PARTITION,
             0 if step == NULL_PARTITION else int(step),
@@ -605,7 +587,7 @@ def _register_tables(
         cols = ", ".join(f'"{c}"' for c in table.column_names)
         files = _partition_files(path / name, steps, ranks) if rows.get(name) and (path / name).is_dir() else []
         if table.sort_by:
-            ordered = _in_sorted_order(con, path / name, files)
+            ordered = _in_sorted_order(path / name, files)
             if ordered is not None:
                 files = ordered
                 in_order.add(name)
