@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,13 @@ from prof_engine.errors import ProfEngineError
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 _TOKEN = ".prof-engine-driver"
+# Tasks waited for at once: a wait costs a pass over the refs waited on, so thousands of tasks
+# waited for one by one would cost a pass each.
+_BATCH = 32
+
+
+class TaskFailed(ProfEngineError):
+    """A Ray task that did not return: its own ProfEngineError, or its worker died."""
 
 
 def check_executor(executor: str | None) -> None:
@@ -39,16 +47,32 @@ def connect(address: str | None) -> Any:
     return ray
 
 
-def task_error(ray: Any, e: BaseException) -> ProfEngineError | None:
+def completed(ray: Any, refs: list[Any]) -> Iterator[tuple[Any, Any]]:
+    """Each of `refs` with its task's return value, in the order the tasks finish, fetched one at a
+    time (the driver holds one task's bytes at once); a task that failed gives a `TaskFailed`, or
+    re-raises where its error is a bug."""
+    waiting = list(refs)
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=min(len(waiting), _BATCH), timeout=1.0)
+        for ref in ready:
+            try:
+                value = ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - the task's failure, told apart from a bug
+                if (value := task_error(ray, e)) is None:
+                    raise
+            yield ref, value
+
+
+def task_error(ray: Any, e: BaseException) -> TaskFailed | None:
     """A Ray task's failure as prof-engine's one-line error: the task's own ProfEngineError, or a
     worker that died (killed, out of memory) after Ray's retries. None: a bug, to re-raise."""
     if isinstance(e, ray.exceptions.RayTaskError) and isinstance(e.cause, ProfEngineError):
-        return e.cause
+        return TaskFailed(str(e.cause))
     if isinstance(
         e, (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError, ray.exceptions.NodeDiedError)
     ):
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return ProfEngineError(f"a Ray worker died (out of memory?): {first}")
+        return TaskFailed(f"a Ray worker died (out of memory?): {first}")
     return None
 
 

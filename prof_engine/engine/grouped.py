@@ -267,35 +267,35 @@ def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list
             done = list(pool.map(compute_group, tasks))
     except BrokenProcessPool:
         raise QueryError("a worker process died (out of memory?): give fewer --ranks-per-task") from None
-    return _by_view(chosen, done, None)
+    return _by_view(chosen, done)
 
 
 def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
     """Each group as a Ray task, writing its files under `where`, or returning their bytes where
-    its node does not see it, written there here."""
+    its node does not see it, written there here as the task finishes."""
     ray = _ray.connect(address)
     task = ray.remote(num_cpus=1)(compute_group)  # with one DuckDB thread: the one CPU Ray reserves it
-    try:
-        done = ray.get([task.remote(t) for t in _tasks(chosen, where, 1, _ray.mark(where))])
-    except Exception as e:  # noqa: BLE001 - a task's own error, or a dead worker: one line as here
-        if (error := _ray.task_error(ray, e)) is None:
-            raise
-        raise error from None
-    return _by_view(chosen, done, where)
-
-
-def _by_view(chosen: Plan, done: list[dict[str, str | bytes]], write_to: Path | None) -> dict[str, list[Path]]:
-    """The groups' files of each view, in the groups' (the ranks') order; bytes written under `write_to`."""
-    files: dict[str, list[Path]] = {name: [] for name in chosen.rank_views}
-    for index, outputs in enumerate(done):
+    refs = {task.remote(t): i for i, t in enumerate(_tasks(chosen, where, 1, _ray.mark(where)))}
+    done: list[dict[str, str | bytes]] = [{} for _ in refs]
+    for ready, outputs in _ray.completed(ray, list(refs)):
+        if isinstance(outputs, _ray.TaskFailed):
+            raise QueryError(str(outputs))
+        index = refs[ready]
         for name, value in outputs.items():
             if isinstance(value, bytes):
-                assert write_to is not None  # bytes come from Ray tasks only
-                target = write_to / _file_name(name, chosen.groups[index])
+                target = where / _file_name(name, chosen.groups[index])
                 target.write_bytes(value)
-                files[name].append(target)
-            else:
-                files[name].append(Path(value))
+                value = str(target)
+            done[index][name] = value
+    return _by_view(chosen, done)
+
+
+def _by_view(chosen: Plan, done: list[dict[str, str | bytes]]) -> dict[str, list[Path]]:
+    """The groups' files of each view, in the groups' (the ranks') order."""
+    files: dict[str, list[Path]] = {name: [] for name in chosen.rank_views}
+    for outputs in done:
+        for name, value in outputs.items():
+            files[name].append(Path(str(value)))
     return files
 
 

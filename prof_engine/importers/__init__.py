@@ -358,16 +358,11 @@ def _import_ray(
         unit, unit_dir, memory_limit = work[index][0], work[index][2], work[index][3]
         pending[task.remote(unit, index, str(unit_dir), _ray.mark(unit_dir), memory_limit, 1)] = index
     results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
-    while pending:
-        [ready], _ = ray.wait(list(pending), num_returns=1)
-        index = pending.pop(ready)
-        try:
-            result = ray.get(ready)
-        except Exception as e:  # noqa: BLE001 - a dead worker is this unit's failure; a bug re-raises
-            if (error := _ray.task_error(ray, e)) is None:
-                raise
-            result = InputError(f"{work[index][0].path}: {error}")
-        if isinstance(result, tuple) and len(result) == 3:  # written elsewhere: its files' bytes
+    for ready, result in _ray.completed(ray, list(pending)):
+        index = pending[ready]
+        if isinstance(result, _ray.TaskFailed):
+            result = InputError(f"{work[index][0].path}: {result}")
+        elif isinstance(result, tuple) and len(result) == 3:  # written elsewhere: its files' bytes
             info, done, files = result
             for name, data in files.items():
                 target = work[index][2] / name
