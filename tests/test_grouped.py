@@ -118,19 +118,23 @@ def test_plan_refuses_what_it_cannot_do(generated):
         grouped.open_grouped(generated, ["op_summary"], "local", address="ray://head:10001")
 
 
-def test_open_with_an_executor_answers_from_the_groups(generated):
+def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch):
     """`prof_engine.open(executor=...)`: each query's rank-scope views computed by groups the
     first time it reads them, under --safe too (the groups' files are readable to it)."""
     queries = ["SELECT * FROM slow_rank", 'SELECT "Rank", count(*) FROM op_summary GROUP BY 1 ORDER BY 1']
     with prof_engine.open(generated) as whole:
         expected = [whole.sql(q).rows() for q in queries]
         summary = {title: r.rows() for title, r in whole.summary(3).items()}
+    local = grouped._run_local
     with prof_engine.open(generated, executor="local", ranks_per_task=5, read_only_sql=True) as run:
         assert [run.sql(q).rows() for q in queries] == expected
         reads = dict(run.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").rows())
         assert "prof-engine-groups-" in reads["op_summary"] and "prof-engine-groups-" in reads["step_trace"]
         assert "prof-engine-groups-" not in reads["op_statistic"]  # no query read it yet
+        rounds = []
+        monkeypatch.setattr(grouped, "_run_local", lambda *a: rounds.append(a[0].rank_views) or local(*a))
         assert {title: r.rows() for title, r in run.summary(3).items()} == summary
+        assert len(rounds) == 1 and "data_quality" in rounds[0]  # show: one round of tasks
     with pytest.raises(QueryError, match="go with an executor"):
         prof_engine.open(generated, ranks_per_task=5)
 

@@ -182,7 +182,7 @@ class GroupedRun(Run):
         return super().sql(query, params)
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
-        self.prepare(["_summary"])
+        self.prepare(["_summary", "data_quality"])  # one round: summary's tables open with its warnings
         return super().summary(top, more)
 
     def export(self, views: Sequence[str] = (), out_dir: str | os.PathLike[str] = ".", fmt: str = "csv") -> list[Path]:
