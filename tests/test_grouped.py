@@ -180,13 +180,17 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
     assert _ray.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 
 
-def test_cli_query_and_show_with_an_executor_print_what_they_print_without(nccl, tmp_path):
+def test_cli_query_show_check_report_with_an_executor_give_what_they_give_without(nccl, tmp_path):
     sql = "SELECT * FROM advice ORDER BY ALL"
-    for args in (["query", nccl, sql, "-f", "csv"], ["show", nccl, "--wide"]):
+    for args in (["query", nccl, sql, "-f", "csv"], ["show", nccl, "--wide"], ["check", nccl, "--wide"]):
         plain = _cli(tmp_path, *args)
         local = _cli(tmp_path, *args, "--executor", "local", "--ranks-per-task", "1")
         assert plain.returncode == 0 and local.returncode == 0, local.stderr
         assert local.stdout == plain.stdout and len(plain.stdout.splitlines()) > 2, args
+    pages = [tmp_path / "plain.html", tmp_path / "local.html"]
+    assert _cli(tmp_path, "report", nccl, "-o", pages[0]).returncode == 0
+    assert _cli(tmp_path, "report", nccl, "-o", pages[1], "--executor", "local").returncode == 0
+    assert pages[0].read_bytes() == pages[1].read_bytes()
 
 
 def test_cli_help_states_the_default_ranks_per_task():

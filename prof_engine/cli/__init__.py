@@ -303,13 +303,17 @@ def report(
     ] = "report.html",
     steps: StepsOpt = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per table.")] = 20,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
+    ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """Write one self-contained HTML page: the step breakdown as a chart, top ops, op types, API calls.
     Example: [bold]prof-engine report run -o run.html[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err
 
-    with open(run, steps) as r:
+    _check_executor(executor, address, ranks_per_task)
+    with open(run, steps, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
         err.print(f"wrote {r.report(output, top)}")
 
 
@@ -320,13 +324,17 @@ def check(
         bool, typer.Option("--strict", help="Exit 1 when a warning rule fired (notes do not count).")
     ] = False,
     wide: WideOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
+    ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """List what the import had to guess (the data_quality view), per rank, device and rule.
     Example: [bold]prof-engine check run[/bold]"""
     from prof_engine import open
     from prof_engine.cli import render
 
-    with open(run) as r:
+    _check_executor(executor, address, ranks_per_task)
+    with open(run, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
         found, warnings = r.quality(), r.quality_warnings()
         skipped = r.manifest["skipped"]
     for s in skipped:
