@@ -42,7 +42,14 @@ def _main(
     """Profiling traces into Parquet; msprof-style reports through DuckDB SQL."""
 
 
-RunArg = Annotated[Path, typer.Argument(help="Run directory (made by `prof-engine import`).", show_default=False)]
+# text, not Path: pathlib would make `s3://bucket/run` `s3:/bucket/run`
+RunArg = Annotated[
+    str,
+    typer.Argument(
+        help="Run directory (made by `prof-engine import`), or its URI on object storage (s3://bucket/run).",
+        show_default=False,
+    ),
+]
 StepsOpt = Annotated[list[int] | None, typer.Option("--step", "-s", help="Only these steps (repeatable).")]
 RanksOpt = Annotated[
     list[int] | None,
@@ -129,7 +136,7 @@ class _Progress:
 @app.command("import")
 def import_(
     sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to create.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Run directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.")] = False,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1, help="Parallel processes (default: cores).")

@@ -35,6 +35,7 @@ from prof_engine.engine.session import Run, open_run, step_numbers
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store import read_manifest
+from prof_engine.store.location import run_path
 from prof_engine.store.manifest import restrict
 
 # Ranks per task, at most: each task pays ~1 s to start and open its ranks, which larger groups
@@ -88,14 +89,16 @@ def plan(
             raise QueryError(f"unknown view {name!r}; views: {known}")
     if ranks_per_task is not None and ranks_per_task < 1:
         raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
-    have = read_manifest(Path(path))["ranks"]
+    have = read_manifest(run_path(path))["ranks"]
     chosen = sorted({int(r) for r in ranks}) if ranks else list(have)
     if missing := sorted(set(chosen) - set(have)):
         raise QueryError(f"{path}: no rank {', '.join(map(str, missing))} in this run")
     if ranks_per_task is None:
         ranks_per_task = min(RANKS_PER_TASK, max(1, -(-len(chosen) // max(cpus, 1))))
     groups = tuple(tuple(chosen[i : i + ranks_per_task]) for i in range(0, len(chosen), ranks_per_task))
-    return Plan(Path(path).absolute(), groups, tuple(_rank_views(views)), tuple(views), tuple(steps) if steps else None)
+    return Plan(
+        run_path(path).absolute(), groups, tuple(_rank_views(views)), tuple(views), tuple(steps) if steps else None
+    )
 
 
 def _rank_views(names: Sequence[str]) -> list[str]:
@@ -313,7 +316,7 @@ def compute_group(task: _Task) -> dict[str, str | bytes]:
     # of them, the group's views are empty, of the views' columns
     steps = None
     if task.steps:
-        have = set(step_numbers(restrict(read_manifest(Path(task.path)), list(task.ranks))))
+        have = set(step_numbers(restrict(read_manifest(run_path(task.path)), list(task.ranks))))
         steps = [s for s in task.steps if s in have]
     try:
         with open_run(task.path, steps or None, views=task.views, ranks=task.ranks) as run:

@@ -24,6 +24,7 @@ from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError, RunError
 from prof_engine.store import read_manifest
 from prof_engine.store.builder import no_progress_bar, size_bytes
+from prof_engine.store.location import is_remote, register, run_path
 from prof_engine.store.manifest import (
     cann_args,
     finalised,
@@ -239,7 +240,7 @@ class Run:
         read_only_sql: bool = False,
         ranks: Sequence[int] | None = None,
     ) -> None:
-        self.path = Path(path)
+        self.path = run_path(path)
         self.steps = [int(s) for s in steps] if steps else None
         self.ranks = sorted({int(r) for r in ranks}) if ranks else None
         self.read_only_sql = read_only_sql
@@ -660,7 +661,10 @@ def attach(
     records; its views read a snapshot of it finalised whole (`store.upgrade.snapshot`), in a
     private temporary directory removed with `con` (`release_snapshots`).
     """
+    register(con, path)  # a run on object storage: DuckDB reads it through pyarrow's file system
     if not finalised(manifest):
+        if is_remote(path):
+            raise RunError(f"{path}: a run still recording is read from its own directory, not object storage")
         path, manifest = _snapshot(con, path, manifest)
     chosen = sorted({int(r) for r in ranks}) if ranks is not None else None
     manifest = restrict(manifest, chosen)

@@ -28,6 +28,7 @@ from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store import RunBuilder, SourceFile, StagingSink
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, finalize_unit
+from prof_engine.store.location import is_uri
 from prof_engine.store.outliers import drop_time_outliers
 from prof_engine.store.quality import add_finding
 
@@ -236,6 +237,11 @@ def import_sources(
         raise InputError("--jobs counts this machine's processes; with --executor ray, Ray schedules by its CPUs")
     if address is not None and executor != "ray":
         raise InputError("--address names a Ray cluster: use it with --executor ray")
+    if is_uri(out):
+        raise InputError(
+            f"{out}: runs are written to a local or shared directory; copy the run to object storage "
+            "afterwards (views, export and query read it there)"
+        )
     if isinstance(sources, (str, Path)):  # one source, not the characters of its path
         sources = [sources]
     units = expand_sources([Path(s) for s in sources])

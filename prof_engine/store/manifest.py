@@ -9,6 +9,7 @@ from typing import Any
 from prof_engine import schema
 from prof_engine.errors import RunError
 from prof_engine.schema import schema_version
+from prof_engine.store.location import is_remote
 
 MANIFEST = "manifest.json"
 
@@ -17,6 +18,8 @@ def load_manifest(run: Path) -> dict[str, Any]:
     """The manifest of run directory `run` as written, of any schema version (`upgrade` reads
     older runs' through this; everything else through `read_manifest`)."""
     path = run / MANIFEST
+    if is_remote(run) and not path.is_file():
+        raise RunError(f"{run}: no prof-engine run there (no {MANIFEST})")
     if not run.is_dir():
         raise RunError(f"{run}: no such run directory (create one with `prof-engine import TRACE -o {run}`)")
     if not path.is_file():
@@ -48,7 +51,7 @@ def read_manifest(run: Path) -> dict[str, Any]:
     # Written live and not closed cleanly (its program runs on, or it or its writer was killed):
     # the partition files, published one by one, are the truth; the manifest may lag behind them.
     # (Once finalised whole, by its close or an upgrade, its manifest sums up every file.)
-    if manifest.get("state") in ("recording", "interrupted") and not finalised(manifest):
+    if manifest.get("state") in ("recording", "interrupted") and not finalised(manifest) and not is_remote(run):
         from prof_engine.store.live import refresh
 
         manifest = refresh(run, manifest)
