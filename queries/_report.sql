@@ -27,7 +27,8 @@ WITH parts AS (
     UNPIVOT (SELECT * EXCLUDE ("Rank", "Device", "Step") FROM _report_steps)
     ON COLUMNS(*) INTO NAME part VALUE us
 ), q AS (
-    SELECT part, count(us) AS n, min(us) AS lo, quantile_cont(us, [0.5, 0.9, 0.99]) AS p, max(us) AS hi, avg(us) AS mean
+    SELECT part, count(us) AS n, min(us) AS lo, quantile_cont(us, [0.5, 0.9, 0.99]) AS p, max(us) AS hi,
+           avg(us::DECIMAL(38, 3)) AS mean  -- an exact sum of the ns-exact µs: the same mean in any row order
     FROM parts GROUP BY part
 )
 SELECT part AS "Part", n AS "Count", lo AS "Min(us)", round(p[1], 3) AS "P50(us)", round(p[2], 3) AS "P90(us)",

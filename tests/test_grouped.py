@@ -118,13 +118,15 @@ def test_plan_refuses_what_it_cannot_do(generated):
         grouped.open_grouped(generated, ["op_summary"], "local", address="ray://head:10001")
 
 
-def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch):
+def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch, tmp_path):
     """`prof_engine.open(executor=...)`: each query's rank-scope views computed by groups the
     first time it reads them, under --safe too (the groups' files are readable to it)."""
     queries = ["SELECT * FROM slow_rank", 'SELECT "Rank", count(*) FROM op_summary GROUP BY 1 ORDER BY 1']
     with prof_engine.open(generated) as whole:
         expected = [whole.sql(q).rows() for q in queries]
         summary = {title: r.rows() for title, r in whole.summary(3).items()}
+        quality = whole.quality().rows()
+        page = whole.report(tmp_path / "whole.html").read_bytes()
     local = grouped._run_local
     with prof_engine.open(generated, executor="local", ranks_per_task=5, read_only_sql=True) as run:
         assert [run.sql(q).rows() for q in queries] == expected
@@ -134,6 +136,8 @@ def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch):
         rounds = []
         monkeypatch.setattr(grouped, "_run_local", lambda *a: rounds.append(a[0].rank_views) or local(*a))
         assert {title: r.rows() for title, r in run.summary(3).items()} == summary
+        assert run.quality().rows() == quality
+        assert run.report(tmp_path / "grouped.html").read_bytes() == page
         assert len(rounds) == 1 and "data_quality" in rounds[0]  # show: one round of tasks
     with pytest.raises(QueryError, match="go with an executor"):
         prof_engine.open(generated, ranks_per_task=5)
@@ -180,17 +184,15 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
     assert _ray.RAY_MISSING == "--executor ray needs Ray: pip install 'prof-engine[ray]'"
 
 
-def test_cli_query_show_check_report_with_an_executor_give_what_they_give_without(nccl, tmp_path):
+def test_cli_query_show_with_an_executor_print_what_they_print_without(nccl, tmp_path):
+    """The commands' options reach GroupedRun (check's and report's are the same; their rows and
+    page: the test above)."""
     sql = "SELECT * FROM advice ORDER BY ALL"
-    for args in (["query", nccl, sql, "-f", "csv"], ["show", nccl, "--wide"], ["check", nccl, "--wide"]):
+    for args in (["query", nccl, sql, "-f", "csv"], ["show", nccl, "--wide"]):
         plain = _cli(tmp_path, *args)
-        local = _cli(tmp_path, *args, "--executor", "local", "--ranks-per-task", "1")
+        local = _cli(tmp_path, *args, "--executor", "local", "--ranks-per-task", "2")
         assert plain.returncode == 0 and local.returncode == 0, local.stderr
         assert local.stdout == plain.stdout and len(plain.stdout.splitlines()) > 2, args
-    pages = [tmp_path / "plain.html", tmp_path / "local.html"]
-    assert _cli(tmp_path, "report", nccl, "-o", pages[0]).returncode == 0
-    assert _cli(tmp_path, "report", nccl, "-o", pages[1], "--executor", "local").returncode == 0
-    assert pages[0].read_bytes() == pages[1].read_bytes()
 
 
 def test_cli_help_states_the_default_ranks_per_task():
