@@ -43,14 +43,15 @@ def ascend(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
-    """A generated run of 12 ranks (benchmarks/gen_runstore.py), a few hundred records each."""
+    """A generated run of 12 ranks (benchmarks/gen_runstore.py), 2,000 device records each, alike
+    (ties between ranks in every ordering)."""
     spec = importlib.util.spec_from_file_location("gen_runstore", REPO / "benchmarks" / "gen_runstore.py")
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen  # its dataclasses look their module up there
     spec.loader.exec_module(gen)
     out = tmp_path_factory.mktemp("generated") / "run"
-    gen.write(out, gen.Shape(device_records=60_000, ranks=12, steps=4), log=lambda *a: None)
+    gen.write(out, gen.Shape(device_records=24_000, ranks=12, steps=4), log=lambda *a: None)
     return out
 
 
