@@ -28,9 +28,12 @@ class TaskFailed(ProfEngineError):
     """A Ray task that did not return: its own ProfEngineError, or its worker died."""
 
 
-def check_executor(executor: str | None) -> None:
+def check_executor(executor: str | None, address: str | None, error: type[ProfEngineError]) -> None:
+    """`error` for an executor prof-engine does not know, or a Ray address without `ray`."""
     if executor is not None and executor not in EXECUTORS:
-        raise ProfEngineError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
+        raise error(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
+    if address and executor != "ray":
+        raise error("--address names a Ray cluster: use it with --executor ray")
 
 
 def connect(address: str | None) -> Any:

@@ -28,7 +28,6 @@ from typing import Any
 
 from prof_engine import _ray
 from prof_engine._process import start_worker
-from prof_engine._ray import EXECUTORS
 from prof_engine._sql import literal
 from prof_engine.engine import session
 from prof_engine.engine.session import Run, open_run, step_numbers
@@ -143,10 +142,7 @@ class GroupedRun(Run):
         ranks_per_task: int | None = None,
         address: str | None = None,
     ) -> None:
-        if executor not in EXECUTORS:
-            raise QueryError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
-        if address and executor != "ray":
-            raise QueryError("--address names a Ray cluster: use it with --executor ray")
+        _ray.check_executor(executor, address, QueryError)
         if ranks_per_task is not None and ranks_per_task < 1:
             raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
         self.executor, self.ranks_per_task, self.address = executor, ranks_per_task, address
@@ -161,6 +157,9 @@ class GroupedRun(Run):
             shutil.rmtree(self._groups, ignore_errors=True)
             raise
         session.remove_with(self.con, self._groups)
+        # the views this session made (`views=` may have left some out): only those can be grouped
+        views = self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        self._created = {name for (name,) in views}
 
     def _derived_dirs(self) -> list[Path]:
         return [self._groups]
@@ -168,7 +167,7 @@ class GroupedRun(Run):
     def prepare(self, names: Sequence[str]) -> None:
         """Compute by grouped execution, in one round of tasks, the rank-scope views that `names`
         read (`_rank_views`) and no earlier query computed."""
-        created = self._created()
+        created = self._created
         if not any(n not in self._grouped and n in created for n in _rank_views(names)):
             return  # nothing to compute: no task, no Ray
         chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
@@ -199,9 +198,6 @@ class GroupedRun(Run):
         if self.executor == "ray":
             return int(_ray.connect(self.address).cluster_resources().get("CPU", 1))
         return os.cpu_count() or 1
-
-    def _created(self) -> set[str]:
-        return {r[0] for r in self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
 
 
 def _named(sql: str) -> list[str]:
@@ -257,9 +253,8 @@ def _tasks(chosen: Plan, out_dir: Path, threads: int, token: str | None = None) 
 
 
 def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
-    """Each group in a spawned worker process (tuned as the import's workers are), files under `where`."""
-    if address:
-        raise QueryError("--address names a Ray cluster: use it with --executor ray")
+    """Each group in a spawned worker process (tuned as the import's workers are), files under
+    `where`. (`address`: `_run_ray`'s; GroupedRun refused one without Ray.)"""
     cores = os.cpu_count() or 1
     workers = min(len(chosen.groups), cores)
     tasks = _tasks(chosen, where, max(1, cores // workers))  # DuckDB's threads: the cores shared out

@@ -232,11 +232,9 @@ def import_sources(
     A task writes its unit's tables into the run where its node sees the run's directory, else
     sends them back; this process writes the manifest last. `executor="local"` is the pool above.
     """
-    _ray.check_executor(executor)
+    _ray.check_executor(executor, address, InputError)
     if executor == "ray" and jobs is not None:
         raise InputError("--jobs counts this machine's processes; with --executor ray, Ray schedules by its CPUs")
-    if address is not None and executor != "ray":
-        raise InputError("--address names a Ray cluster: use it with --executor ray")
     if is_uri(out):
         raise InputError(
             f"{out}: runs are written to a local or shared directory; copy the run to object storage "
