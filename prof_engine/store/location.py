@@ -23,20 +23,25 @@ _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.+)$")
 STORAGE_MISSING = "pip install 'prof-engine[storage]'"
 
 
+def _split(path: str | Path) -> tuple[str, str] | None:
+    """(scheme, rest) of a URI of object storage (`file://` is local), else None."""
+    m = None if isinstance(path, Path) else _URI.match(str(path))
+    return (m.group(1), m.group(2)) if m is not None and m.group(1) != "file" else None
+
+
 def is_uri(path: str | Path) -> bool:
     """Whether `path` names object storage (`scheme://...`, but `file://`)."""
-    m = _URI.match(str(path)) if not isinstance(path, Path) else None
-    return m is not None and m.group(1) != "file"
+    return _split(path) is not None
 
 
 def run_path(path: str | Path) -> Path:
     """`path` as a `Path`: a `RemotePath` for a URI (but `file://`), else a local path."""
     if isinstance(path, Path):
         return path
-    m = _URI.match(str(path))
-    if m is None or m.group(1) == "file":
+    if (split := _split(path)) is None:
         return Path(str(path).removeprefix("file://"))
-    return _remote_class(m.group(1))(m.group(2).rstrip("/"))
+    scheme, rest = split
+    return _remote_class(scheme)(rest.rstrip("/"))
 
 
 @functools.cache
