@@ -22,6 +22,18 @@ def fixture_path(*parts: str) -> Path:
     return path
 
 
+def stored_rows(run: Path, table: str) -> dict[str, list[tuple]]:
+    """The rows of a run's stored `table` by partition, in a canonical order: DuckDB writes the
+    tables that have no `sort_by` in no set order."""
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list[tuple]] = {}
+    for f in (run / table).glob("**/*.parquet"):
+        t = pq.read_table(f, partitioning=None)
+        rows.setdefault(str(f.parent.relative_to(run)), []).extend(zip(*(c.to_pylist() for c in t.columns)))
+    return {part: sorted(r, key=repr) for part, r in rows.items()}
+
+
 def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Independent reader for checks: (top-level object, events) of a Chrome trace with the json module.
 

@@ -11,11 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 import prof_engine
-from conftest import fixture_path
+from conftest import fixture_path, stored_rows
 from prof_engine import _ray
 from prof_engine.engine import grouped
 from prof_engine.engine.export import SUMMARY_VIEWS, export_views
@@ -227,16 +226,8 @@ def test_ray_imports_and_answers_as_one_process_does(ray, generated, tmp_path):
     assert manifests[0]["tables"] == manifests[1]["tables"] and manifests[1]["ranks"] == [0, 1]
     [skipped] = manifests[1]["skipped"]
     assert "broken.json" in skipped["error"]
-    assert _stored(plain) == _stored(via_ray)
-
-
-def _stored(run: Path) -> dict[str, list[tuple]]:
-    """Every stored table's rows by partition directory, in a canonical order."""
-    rows: dict[str, list[tuple]] = {}
-    for f in run.glob("*/**/*.parquet"):
-        t = pq.read_table(f, partitioning=None)
-        rows.setdefault(str(f.parent.relative_to(run)), []).extend(zip(*(c.to_pylist() for c in t.columns)))
-    return {part: sorted(r, key=repr) for part, r in rows.items()}
+    tables = {d.name for run in (plain, via_ray) for d in run.iterdir() if d.is_dir()}
+    assert {t: stored_rows(plain, t) for t in tables} == {t: stored_rows(via_ray, t) for t in tables}
 
 
 def test_import_executor_options_are_checked_in_one_line(tmp_path):

@@ -14,10 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from conftest import fixture_path
+from conftest import fixture_path, stored_rows
 from prof_engine import _native
 from prof_engine.importers import chrome, scan
 
@@ -37,16 +36,6 @@ def _import(cwd: Path, traces: list[Path], native: str) -> Path:
     return out
 
 
-def _stored(run: Path, table: str) -> dict[str, list[tuple]]:
-    """The rows of `table` by partition, in a canonical order: DuckDB writes the tables that have
-    no `sort_by` in no set order (the converter's order is compared in test_native_scan)."""
-    rows: dict[str, list[tuple]] = {}
-    for f in (run / table).glob("**/*.parquet"):
-        t = pq.read_table(f, partitioning=None)
-        rows.setdefault(str(f.parent.relative_to(run)), []).extend(zip(*(c.to_pylist() for c in t.columns)))
-    return {part: sorted(r, key=repr) for part, r in rows.items()}
-
-
 @pytest.mark.skipif(_native.load() is None, reason="the native scanner is not built here")
 @pytest.mark.parametrize("folder", ["kineto_v100_resnet50_2021", "hta_nccl_parser_rank0_ws2"])
 def test_native_and_python_chunks_import_the_same_run(tmp_path, folder):
@@ -60,7 +49,7 @@ def test_native_and_python_chunks_import_the_same_run(tmp_path, folder):
     if folder == "kineto_v100_resnet50_2021":
         assert counts["memory_events"]
     for table in ("slices", "flows", "memory_events", "comm", "marks", "counters"):
-        assert _stored(native, table) == _stored(python, table), table
+        assert stored_rows(native, table) == stored_rows(python, table), table
 
 
 def _converted(path: Path, native: bool, monkeypatch) -> dict:
