@@ -23,12 +23,13 @@ def main() -> None:
     except KeyboardInterrupt:
         print("Interrupted", file=sys.stderr)
         sys.exit(130)
-    except (MemoryError, ImportError) as e:  # a library that could not be mapped: out of address space
-        if isinstance(e, ImportError) and "failed to map segment" not in str(e):
+    except Exception as e:  # noqa: BLE001 - only out of address space is answered here; the rest re-raise
+        from prof_engine._process import memory_cause, out_of_memory
+
+        if not out_of_memory(e):
             raise
         print(
-            f"Error: out of memory while starting ({str(e) or type(e).__name__}); "
-            f"raise the address-space limit (`ulimit -v`)",
+            f"Error: out of memory while starting ({memory_cause(e)}); raise the address-space limit (`ulimit -v`)",
             file=sys.stderr,
         )
         sys.exit(1)

@@ -7,6 +7,7 @@ user's notebook or training job is theirs. Only these processes call `tune_owned
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import signal
@@ -82,3 +83,31 @@ def address_space_hint() -> str | None:
     if space is None:
         return None
     return f"this process may use {space >> 20:,} MiB of address space (ulimit -v): raise it (`ulimit -v unlimited`)"
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether `e` says the process ran out of memory or address space: MemoryError, Arrow's and
+    DuckDB's errors, the kernel's ENOMEM, a library that could not be mapped, threads that could not
+    start (their stacks are address space too), and SystemError under an address-space limit (C
+    code that failed to allocate without setting MemoryError). Which of them a limit hits first
+    depends on the libraries' versions: pydantic, which typer loads to parse arguments, gave each."""
+    text = str(e)
+    return (
+        isinstance(e, MemoryError)
+        or (isinstance(e, OSError) and e.errno == errno.ENOMEM)
+        or (isinstance(e, ImportError) and "failed to map segment" in text)
+        or (isinstance(e, SystemError) and address_space_limit() is not None)
+        or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
+        or "Failed to launch worker thread" in text
+        or "can't start new thread" in text
+        or "std::bad_alloc" in text
+        or text.startswith("Out of Memory Error")
+    )
+
+
+def memory_cause(e: BaseException) -> str:
+    """The line of an out-of-memory error that says what failed: numpy's ImportError opens with
+    a page of advice and names the unmapped library further down."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    mapped = [ln for ln in lines if "failed to map segment" in ln]
+    return (mapped or lines or [type(e).__name__])[0]

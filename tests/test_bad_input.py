@@ -464,6 +464,23 @@ def _under_address_space(mb: int):
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (mb << 20, resource.RLIM_INFINITY))
 
 
+def test_which_errors_are_out_of_memory_and_the_line_that_says_so():
+    """Which error a limit hits first depends on the libraries installed: CI's first run with
+    pydantic (which typer loads to parse arguments) got ENOMEM reading its files, and a traceback."""
+    import errno
+
+    from prof_engine._process import memory_cause, out_of_memory
+
+    enomem = OSError(errno.ENOMEM, "Cannot allocate memory", "/site-packages/pydantic/_internal")
+    numpy = ImportError(
+        "\n\nIMPORTANT: PLEASE READ THIS\n\nOriginal error was: libopenblas.so: failed to map segment\n"
+    )
+    assert out_of_memory(enomem) and out_of_memory(numpy) and out_of_memory(MemoryError())
+    assert memory_cause(numpy) == "Original error was: libopenblas.so: failed to map segment"
+    assert memory_cause(MemoryError()) == "MemoryError"
+    assert not out_of_memory(OSError(errno.ENOENT, "No such file", "x")) and not out_of_memory(ImportError("no module"))
+
+
 @pytest.mark.parametrize("mb, imports", [(300, False), (600, True)])
 def test_an_address_space_limit_gives_one_line_or_a_run_never_an_abort(tmp_path, mb, imports):
     """Under `ulimit -v` the import died of MemoryError / ArrowMemoryError tracebacks, or an abort

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prof_engine._process import memory_cause, out_of_memory
 from prof_engine.errors import ProfEngineError
 
 if TYPE_CHECKING:
@@ -421,35 +422,13 @@ def main() -> None:
         print("Interrupted", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - only out-of-memory is answered here; the rest re-raise
-        if not _out_of_memory(e):
+        if not out_of_memory(e):
             if isinstance(e, OSError):
                 print(f"Error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
                 sys.exit(1)
             raise
-        print(
-            f"Error: out of memory ({str(e).splitlines()[0] if str(e) else type(e).__name__}); {_memory_advice()}",
-            file=sys.stderr,
-        )
+        print(f"Error: out of memory ({memory_cause(e)}); {_memory_advice()}", file=sys.stderr)
         sys.exit(1)
-
-
-def _out_of_memory(e: BaseException) -> bool:
-    """MemoryError, Arrow's and DuckDB's out-of-memory errors, threads that could not start
-    (their stacks are address space too), and SystemError under an address-space limit."""
-    from prof_engine._process import address_space_limit
-
-    text = str(e)
-    return (
-        isinstance(e, MemoryError)
-        # C code that failed to allocate without setting MemoryError (seen importing pydantic,
-        # which typer loads to parse arguments): only read so under an address-space limit
-        or (isinstance(e, SystemError) and address_space_limit() is not None)
-        or type(e).__name__ in ("ArrowMemoryError", "OutOfMemoryException")
-        or "Failed to launch worker thread" in text
-        or "can't start new thread" in text
-        or "std::bad_alloc" in text
-        or text.startswith("Out of Memory Error")
-    )
 
 
 def _memory_advice() -> str:
