@@ -194,7 +194,8 @@ def test_a_recorded_step_waits_for_its_torch_cycle(tmp_path, end):
     from prof_engine.collect.convert import StepWindow
     from prof_engine.collect.mstx import POP, PUSH
     from prof_engine.collect.writer import Close, Start, StepDone, serve
-    from prof_engine.store import LiveRun, SourceFile
+    from prof_engine.store.builder import SourceFile
+    from prof_engine.store.live import LiveRun
 
     live = LiveRun(tmp_path / "run", sources=[], source_format="collector")
     t0 = time.time_ns()

@@ -15,7 +15,9 @@ import pytest
 
 import prof_engine
 from prof_engine import RunError, schema
-from prof_engine.store import MANIFEST, LiveRun, StagingSink
+from prof_engine.store.builder import StagingSink
+from prof_engine.store.live import LiveRun
+from prof_engine.store.manifest import MANIFEST
 
 
 def stage(live: LiveRun, index: int, steps: list[int], ops_per_step: int = 2) -> tuple:

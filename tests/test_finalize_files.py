@@ -7,8 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prof_engine import schema
-from prof_engine.store import StagingSink
-from prof_engine.store.builder import finalize_unit
+from prof_engine.store.builder import StagingSink, finalize_unit
 
 
 def stage(staging, file: int, first_id: int) -> None:

@@ -351,8 +351,8 @@ def test_query_sessions_cap_duckdb_memory(tmp_path, monkeypatch):
     """A query session spills beyond QUERY_MEMORY_LIMIT (or DuckDB's default where that is less)
     rather than take 80 % of the machine; `memory_limit` and PROF_ENGINE_MEMORY_LIMIT set it, and
     a size DuckDB cannot read is one line naming where it came from."""
+    from prof_engine._sql import size_bytes as _bytes
     from prof_engine.engine.session import MEMORY_LIMIT_ENV, QUERY_MEMORY_LIMIT
-    from prof_engine.store.builder import size_bytes as _bytes
 
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("op", 1, 1)])], tmp_path / "run")

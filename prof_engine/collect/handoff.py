@@ -27,7 +27,8 @@ from typing import IO, Any
 import prof_engine
 from prof_engine.collect.writer import QUEUE_ITEMS, READY, Close, OpRecord, Start, StepDone, TorchCycle
 from prof_engine.errors import CollectError
-from prof_engine.store import LiveRun, SourceFile
+from prof_engine.store.builder import SourceFile
+from prof_engine.store.live import LiveRun
 
 log = logging.getLogger("prof_engine")
 

@@ -32,7 +32,7 @@ from prof_engine._process import die_with_parent, untuned_environ
 from prof_engine.collect.config import ENV, Settings
 from prof_engine.collect.schedule import Schedule, schedule
 from prof_engine.errors import CollectError, RunError
-from prof_engine.store import MANIFEST
+from prof_engine.store.manifest import MANIFEST
 
 _PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
 _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")

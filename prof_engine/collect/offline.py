@@ -17,8 +17,7 @@ from prof_engine._process import start_worker
 from prof_engine.errors import InputError
 from prof_engine.importers import import_sources
 from prof_engine.importers.runstore import COLLECTOR_FORMAT, is_collector_run, stage_run
-from prof_engine.store import RunBuilder, SourceFile
-from prof_engine.store.builder import Finalized, finalize_unit
+from prof_engine.store.builder import Finalized, RunBuilder, SourceFile, finalize_unit
 
 
 def collector_runs(path: Path) -> list[Path]:

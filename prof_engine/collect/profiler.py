@@ -54,9 +54,9 @@ from prof_engine.collect.convert import StepWindow
 from prof_engine.collect.handoff import Handoff
 from prof_engine.collect.schedule import ProfilerAction, StepSchedule, as_action
 from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle
-from prof_engine.store import LiveRun, SourceFile
+from prof_engine.store.builder import SourceFile
 from prof_engine.store.files import make_dirs
-from prof_engine.store.live import PENDING
+from prof_engine.store.live import PENDING, LiveRun
 
 if TYPE_CHECKING:
     import subprocess

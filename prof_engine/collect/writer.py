@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from prof_engine.collect.convert import MARKER_FILE, Assembler, StepWindow
-from prof_engine.store import LiveRun, SourceFile, StagingSink
+from prof_engine.store.builder import SourceFile, StagingSink
 from prof_engine.store.files import make_dirs
+from prof_engine.store.live import LiveRun
 
 log = logging.getLogger("prof_engine")
 

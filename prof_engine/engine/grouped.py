@@ -33,9 +33,8 @@ from prof_engine.engine import session
 from prof_engine.engine.session import Run, open_run, step_numbers
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
-from prof_engine.store import read_manifest
 from prof_engine.store.location import run_path
-from prof_engine.store.manifest import restrict
+from prof_engine.store.manifest import read_manifest, restrict
 
 # Ranks per task, at most: each task pays ~1 s to start and open its ranks, which larger groups
 # share out; on 256 generated ranks 128 was as fast as 32 or 64, or faster, its largest process

@@ -19,17 +19,16 @@ import pyarrow as pa
 
 from prof_engine import schema
 from prof_engine._process import address_space_limit
-from prof_engine._sql import literal
+from prof_engine._sql import literal, no_progress_bar, size_bytes
 from prof_engine.engine.views import ViewDef, definitions, public_views
 from prof_engine.errors import QueryError, RunError
-from prof_engine.store import read_manifest
-from prof_engine.store.builder import no_progress_bar, size_bytes
 from prof_engine.store.location import is_remote, register, run_path
 from prof_engine.store.manifest import (
     cann_args,
     finalised,
     host_only_ranks_possible,
     quality_rules,
+    read_manifest,
     restrict,
     run_devices,
     run_findings,

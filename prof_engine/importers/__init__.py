@@ -26,8 +26,7 @@ from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, mspro
 from prof_engine.importers.chrome import anomalies, convert_file
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
-from prof_engine.store import RunBuilder, SourceFile, StagingSink
-from prof_engine.store.builder import FINALIZE_THREADS, Finalized, finalize_unit
+from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, StagingSink, finalize_unit
 from prof_engine.store.location import is_uri
 from prof_engine.store.outliers import drop_time_outliers
 from prof_engine.store.quality import add_finding

@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from prof_engine.errors import InputError
 from prof_engine.importers.chrome import ChromeConverter
-from prof_engine.store import SourceFile
+from prof_engine.store.builder import SourceFile
 from prof_engine.store.quality import add_finding
 
 TIMESTAMP = re.compile(r"cpu_op_execute_timestamp_(\d+)\.txt")

@@ -39,7 +39,7 @@ from prof_engine.importers import ascend
 from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import us_text_to_ns
-from prof_engine.store import SourceFile
+from prof_engine.store.builder import SourceFile
 from prof_engine.store.quality import add_finding
 
 DEVICE_DIR = re.compile(r"device_(\d+)")

@@ -33,7 +33,7 @@ from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
 from prof_engine.importers.chrome import Args, Described, Sink, _text, anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
-from prof_engine.store import SourceFile
+from prof_engine.store.builder import SourceFile
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 TIMELINE = re.compile(r"msprof(?:_slice_(\d+))?_(\d{14})\.json")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from prof_engine import schema
 from prof_engine.errors import InputError
-from prof_engine.store import MANIFEST, SourceFile
-from prof_engine.store.builder import duckdb_connect
+from prof_engine.store.builder import SourceFile, duckdb_connect
+from prof_engine.store.manifest import MANIFEST
 from prof_engine.store.partitions import hive_types
 
 COLLECTOR_FORMAT = "collector"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._process import address_space_hint, address_space_limit
 from prof_engine._resources import data_dir
-from prof_engine._sql import literal
+from prof_engine._sql import literal, no_progress_bar, size_bytes
 from prof_engine.errors import InputError, RunError
 from prof_engine.store.files import RunLock, exchange, merge_tree, remove_debris, restrict_tree, write_text
 from prof_engine.store.fill_pass import fill_pass
@@ -87,15 +86,6 @@ class SourceFile:
             self.host = None
 
 
-def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
-    """Turn DuckDB's own progress bar off (prof-engine shows its own; none may reach stdout). In
-    Jupyter without ipywidgets DuckDB refuses to change the setting, and draws none anyway."""
-    try:
-        con.execute("SET enable_progress_bar = false")
-    except duckdb.Error:
-        pass
-
-
 def duckdb_connect(
     spill_dir: Path | None = None, memory_limit: str | None = None, threads: int | None = None
 ) -> duckdb.DuckDBPyConnection:
@@ -140,28 +130,6 @@ def _finalize_limit(records: int, threads: int) -> str:
 def staged_records(staging: Path) -> int:
     """Records staged under `staging` (from the Parquet footers)."""
     return sum(pq.read_metadata(p).num_rows for p in Path(staging).glob("*/*.parquet"))
-
-
-_SIZE_UNITS = {
-    "b": 1,
-    "bytes": 1,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-
-
-def size_bytes(size: str) -> float | None:
-    """Bytes of a memory size as DuckDB takes or shows one (`80MB`, `2GB`, `76.2 MiB`, `512 bytes`);
-    None for a form this does not read (DuckDB's own "none", "-1", a bare number)."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]+)\s*", size)
-    unit = _SIZE_UNITS.get(m[2].lower()) if m else None
-    return None if unit is None or m is None else float(m[1]) * unit
 
 
 def memory_share(limit: str, share: float) -> str:

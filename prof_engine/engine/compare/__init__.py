@@ -43,7 +43,7 @@ from prof_engine._resources import data_dir
 from prof_engine.engine.session import Result, Run, attach, connect, defers_binding, query_error
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
-from prof_engine.store import read_manifest
+from prof_engine.store.manifest import read_manifest
 
 if TYPE_CHECKING:
     from prof_engine.engine.compare.thresholds import Threshold
