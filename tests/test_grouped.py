@@ -144,8 +144,11 @@ def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch, t
 
 
 def test_named_views_are_the_words_of_the_sql():
+    from prof_engine.engine.views import named
+
     sql = "SELECT \"op_summary\".x FROM step_trace -- slow_rank\nWHERE y = 'overlap'"
-    assert sorted(grouped._named(sql)) == ["op_summary", "step_trace"]
+    assert sorted(named(sql)) == ["op_summary", "step_trace"]
+    assert named("SELECT * FROM summary_top_ops(3) WHERE is_device_task(x)") == ["_classify", "_summary"]
 
 
 def test_order_by_is_the_top_level_one():

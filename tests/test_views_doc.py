@@ -54,7 +54,7 @@ def run(tmp_path_factory):
 
 @pytest.mark.parametrize("view", [v.name for v in public_views()])
 def test_header_columns_match_describe(run, view):
-    described = [(n, t) for n, t, *_ in run.con.execute(f'DESCRIBE "{view}"').fetchall()]
+    described = [(n, t) for n, t, *_ in run.sql(f'DESCRIBE "{view}"').rows()]
     documented = [(c.name, c.type) for c in definitions()[view].columns]
     assert documented == described
 
@@ -66,7 +66,7 @@ def test_every_public_view_is_documented():
 
 
 def test_view_comment_comes_from_header(run):
-    (comment,) = run.con.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'op_statistic'").fetchone()
+    [(comment,)] = run.sql("SELECT comment FROM duckdb_views() WHERE view_name = 'op_statistic'").rows()
     assert comment == definitions()["op_statistic"].answers
 
 

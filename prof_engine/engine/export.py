@@ -48,6 +48,7 @@ def export_views(
         raise QueryError(f"{out}: exists and is not a directory")
     stamp = stamp or dt.datetime.now().strftime("%Y%m%d%H%M%S")
     written = []
+    run.prepare(views or SUMMARY_VIEWS)  # read through `con`, not `sql`
     for view in views or SUMMARY_VIEWS:
         target = out / f"{view}_{stamp}.{fmt}"
         query = f"SELECT * FROM {_quote_ident(view)}"
@@ -71,6 +72,7 @@ def export_timeline(run: Run, target: Path | str) -> Path:
     """Write the run as a Chrome trace JSON file (Perfetto / chrome://tracing), streaming. A
     directory as `target` gets `timeline_<YYYYMMDDhhmmss>.json`, as views get their files."""
     target = output_file(target, f"timeline_{dt.datetime.now().strftime('%Y%m%d%H%M%S')}.json")
+    run.prepare(["_timeline"])
     reader = run.con.sql("SELECT event FROM _timeline").to_arrow_reader(50_000)
     with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit": "ms", "otherData": {"producer": "prof-engine"}, "traceEvents": [\n')

@@ -24,7 +24,6 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prof_engine import _ray
 from prof_engine._process import start_worker
@@ -134,7 +133,6 @@ class GroupedRun(Run):
         steps: Sequence[int] | None = None,
         memory_limit: str | None = None,
         peak_tflops: Mapping[str, float] | None = None,
-        views: Sequence[str] | None = None,
         read_only_sql: bool = False,
         ranks: Sequence[int] | None = None,
         executor: str = "local",
@@ -145,7 +143,7 @@ class GroupedRun(Run):
         if ranks_per_task is not None and ranks_per_task < 1:
             raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
         self.executor, self.ranks_per_task, self.address = executor, ranks_per_task, address
-        super().__init__(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)
+        super().__init__(path, steps, memory_limit, peak_tflops, read_only_sql, ranks)
 
     def _open(self) -> None:
         self._groups = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
@@ -156,55 +154,36 @@ class GroupedRun(Run):
             shutil.rmtree(self._groups, ignore_errors=True)
             raise
         session.remove_with(self.con, self._groups)
-        # the views this session made (`views=` may have left some out): only those can be grouped
-        views = self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-        self._created = {name for (name,) in views}
 
     def _derived_dirs(self) -> list[Path]:
         return [self._groups]
 
-    def prepare(self, names: Sequence[str]) -> None:
+    def prepare(self, names: Iterable[str]) -> None:
         """Compute by grouped execution, in one round of tasks, the rank-scope views that `names`
-        read (`_rank_views`) and no earlier query computed."""
-        created = self._created
-        if not any(n not in self._grouped and n in created for n in _rank_views(names)):
-            return  # nothing to compute: no task, no Ray
-        chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
-        wanted = tuple(n for n in chosen.rank_views if n not in self._grouped and n in created)
-        chosen = dataclasses.replace(chosen, rank_views=wanted)
-        run_tasks = _run_ray if self.executor == "ray" else _run_local
-        files = run_tasks(chosen, self._groups, self.address)
-        for name in wanted:
-            _read_groups(self, definitions()[name], files[name])
-            self._grouped.add(name)
-
-    def sql(self, query: str, params: Iterable[Any] | None = None) -> session.Result:
-        self.prepare(_named(query))
-        return super().sql(query, params)
+        read (`_rank_views`) and no earlier query computed; then create the rest of what `names`
+        need (`Run.prepare`), over the groups' rows (macros bind at their creation)."""
+        names = list(names)
+        if any(n not in self._grouped for n in _rank_views(names)):
+            chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
+            wanted = tuple(n for n in chosen.rank_views if n not in self._grouped)
+            super().prepare(wanted)  # the views over the run, whose columns the groups' files get
+            files = (_run_ray if self.executor == "ray" else _run_local)(
+                dataclasses.replace(chosen, rank_views=wanted), self._groups, self.address
+            )
+            for name in wanted:
+                _read_groups(self, definitions()[name], files[name])
+                self._grouped.add(name)
+        super().prepare(names)
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
         self.prepare(["_summary", "data_quality"])  # one round: summary's tables open with its warnings
         return super().summary(top, more)
-
-    def export(self, views: Sequence[str] = (), out_dir: str | os.PathLike[str] = ".", fmt: str = "csv") -> list[Path]:
-        from prof_engine.engine.export import SUMMARY_VIEWS
-
-        self.prepare(list(views) or SUMMARY_VIEWS)
-        return super().export(views, out_dir, fmt)
 
     def _cpus(self) -> int:
         """The CPUs the tasks may use: this machine's, or the Ray cluster's."""
         if self.executor == "ray":
             return int(_ray.connect(self.address).cluster_resources().get("CPU", 1))
         return os.cpu_count() or 1
-
-
-def _named(sql: str) -> list[str]:
-    """The names of views `sql` may read: its words that name one (outside literals and comments).
-    A word that is a column of the same name costs a view computed and not read, never a wrong row."""
-    text = _QUOTED.sub(" ", sql)
-    words = {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
-    return [name for name in definitions() if name.lower() in words]
 
 
 def open_grouped(
@@ -223,7 +202,7 @@ def open_grouped(
     for name in views:
         if name not in known:
             raise QueryError(f"unknown view {name!r}; views: {', '.join(sorted(known))}")
-    run = GroupedRun(path, steps, memory_limit, None, list(views), False, ranks, executor, ranks_per_task, address)
+    run = GroupedRun(path, steps, memory_limit, None, False, ranks, executor, ranks_per_task, address)
     try:
         run.prepare(views)
     except BaseException:
@@ -313,8 +292,9 @@ def compute_group(task: _Task) -> dict[str, str | bytes]:
         have = set(step_numbers(restrict(read_manifest(run_path(task.path)), list(task.ranks))))
         steps = [s for s in task.steps if s in have]
     try:
-        with open_run(task.path, steps or None, views=task.views, ranks=task.ranks) as run:
+        with open_run(task.path, steps or None, ranks=task.ranks) as run:
             run.con.execute(f"SET threads = {int(task.threads)}")
+            run.prepare(task.views)
             written: dict[str, str | bytes] = {}
             for name in task.views:
                 target = out / _file_name(name, task.ranks)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from prof_engine import schema
 from prof_engine._process import address_space_limit
 from prof_engine._sql import literal, no_progress_bar, size_bytes
-from prof_engine.engine.views import ViewDef, definitions, public_views
+from prof_engine.engine.views import ViewDef, closure, definitions, named, public_views, words
 from prof_engine.errors import QueryError, RunError
 from prof_engine.store.location import is_remote, register, run_path
 from prof_engine.store.manifest import (
@@ -103,13 +103,20 @@ MEMORY_LIMIT_ENV = "PROF_ENGINE_MEMORY_LIMIT"
 # does not list or lists otherwise: `bf16=989.4,fp8=1979`.
 PEAK_TFLOPS_ENV = "PROF_ENGINE_PEAK_TFLOPS"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-# Files of queries/ that opening a run does not run: their table macros are bound at creation (a
-# macro has no deferred binding), and binding `show`'s summaries, which read most of the views,
-# took ~0.13 s of every open. `Run.summary` creates them at its first call.
+# Files of queries/ that attaching a run whole (`compare`) does not run: their table macros are bound
+# at creation (a macro has no deferred binding), and binding `show`'s summaries, which read most of
+# the views, took ~0.13 s of every attach. `Run.summary` creates them at its first call.
 ON_DEMAND = ("_summary",)
 # Files of queries/ that only finalisation uses (the lanes' macros: every run stores the lanes); not
 # created when a run is opened (~19 ms of every open).
 FINALIZE_ONLY = ("_lanes",)
+
+# Words of SQL that reads DuckDB's catalog: a `Run` then creates every view first, so that what the
+# catalog lists is the run's views, not the few its queries named so far.
+CATALOG_WORDS = frozenset(
+    "duckdb_views duckdb_tables duckdb_columns duckdb_functions duckdb_dependencies information_schema "
+    "pg_catalog sqlite_master show pragma".split()
+)
 
 # Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
 QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"
@@ -222,11 +229,11 @@ class Run:
     memory (a size such as "4GB"; default: see `connect`); what does not fit spills to a
     temporary directory. `peak_tflops` gives the
     devices' peaks per precision (`{"bf16": 989.4}`; default: `PROF_ENGINE_PEAK_TFLOPS`), in
-    place of the datasheet figures op_flops and flops_summary measure against. `views` creates
-    only those views and what they require (default: all), which opens a run faster (~0.2 s) for
-    a script that asks few questions. `read_only_sql` makes `sql` safe to serve to others: only
-    SELECT statements (with EXPLAIN), files outside the run unreadable, nothing written, installed
-    or attached, no setting changed (`sandbox`).
+    place of the datasheet figures op_flops and flops_summary measure against. The views of
+    `queries/` are created in the session when a query first names them (`prepare`): creating all
+    fifty took ~0.25 s of every open, whichever view was then asked for. `read_only_sql` makes
+    `sql` safe to serve to others: only SELECT statements (with EXPLAIN), files outside the run
+    unreadable, nothing written, installed or attached, no setting changed (`sandbox`).
     """
 
     def __init__(
@@ -235,7 +242,6 @@ class Run:
         steps: Sequence[int] | None = None,
         memory_limit: str | None = None,
         peak_tflops: Mapping[str, float] | None = None,
-        views: Sequence[str] | None = None,
         read_only_sql: bool = False,
         ranks: Sequence[int] | None = None,
     ) -> None:
@@ -243,11 +249,11 @@ class Run:
         self.steps = [int(s) for s in steps] if steps else None
         self.ranks = sorted({int(r) for r in ranks}) if ranks else None
         self.read_only_sql = read_only_sql
-        self._options = (memory_limit, peak_tflops, views)
+        self._options = (memory_limit, peak_tflops)
         self._open()
 
     def _open(self) -> None:
-        memory_limit, peak_tflops, views = self._options
+        memory_limit, peak_tflops = self._options
         whole = read_manifest(self.path)
         try:
             self.manifest = restrict(whole, self.ranks)
@@ -256,9 +262,10 @@ class Run:
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
         self.con = connect(memory_limit)
-        self._summary_macros = False  # whether `summary` created `_summary`'s macros yet (ON_DEMAND)
+        # the files of queries/ not created in this session yet
+        self._uncreated = set(definitions()) - set(FINALIZE_ONLY)
         try:
-            read = attach(self.con, self.path, whole, self.steps, peak_tflops, views, self.ranks)
+            read = attach(self.con, self.path, whole, self.steps, peak_tflops, (), self.ranks)
             if self.read_only_sql:
                 sandbox(self.con, read, *self._derived_dirs())
         except BaseException:
@@ -295,9 +302,22 @@ class Run:
         self.con.close()
         release_snapshots(self.con)
 
+    def prepare(self, names: Iterable[str]) -> None:
+        """Create the files of queries/ `names` (views, macros), and all they require, that this
+        session has not created yet. `sql` prepares what its query names; other readers of `con`
+        (export) call this first."""
+        wanted = closure(names) & self._uncreated
+        for view in definitions().values():  # each after what it requires: macros bind at creation
+            if view.name in wanted:
+                _create(self.con, view)
+        self._uncreated -= wanted
+
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
         try:
+            if words(query) & CATALOG_WORDS:  # every view, not computed (`GroupedRun.prepare`)
+                Run.prepare(self, [name for name in definitions() if name not in ON_DEMAND])
+            self.prepare(named(query))
             if self.read_only_sql and (
                 refused := [
                     str(s.type).rsplit(".", 1)[-1]
@@ -331,11 +351,8 @@ class Run:
         advice (its findings, or a row saying none fired and what was checked); with `more` (the
         report), framework ops, the streams' idle gaps by cause, the matrix multiplies' and
         convolutions' FLOPS, communication by op type, memory peaks and the ops that allocated most
-        where the run has them. (The first call defines the `summary_*` table macros it reads,
-        which `sql` may then use as well.)"""
-        if not self._summary_macros:
-            _create(self.con, definitions()["_summary"])
-            self._summary_macros = True
+        where the run has them, from the `summary_*` table macros (`sql` may call them too)."""
+        self.prepare(["_summary"])
         n = max(int(top), 1)
         tables = {}
         if self.quality_warnings():  # first: every number below rests on these guesses
@@ -652,7 +669,9 @@ def attach(
     ranks: Sequence[int] | None = None,
 ) -> Path:
     """Create a run's tables and the views of `queries/` in the current schema of `con`
-    (`peak_tflops`, `ranks`: see `Run`); return the directory whose files they read.
+    (`peak_tflops`, `ranks`: see `Run`); return the directory whose files they read. `views`: the
+    files of queries/ to create, with all they require (default: all but ON_DEMAND; a `Run`
+    creates none here, and each when a query first names it).
 
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).
@@ -723,7 +742,7 @@ def _attach(
         "run_host_only_ranks": host_only_ranks_possible(manifest),
     }.items():
         con.execute(f"CREATE OR REPLACE MACRO {macro}() AS {str(bool(value)).lower()}")
-    needed = _closure(views) if views is not None else None
+    needed = closure(views) if views is not None else None
     for view in definitions().values():
         if view.name not in ON_DEMAND + FINALIZE_ONLY and (needed is None or view.name in needed):
             _create(con, view)
@@ -732,39 +751,25 @@ def _attach(
         con.execute(f"COMMENT ON VIEW {name} IS {literal(schema.stored_tables()[name].description)}")
 
 
-def _closure(names: Sequence[str]) -> set[str]:
-    """The views `names` and every view they require, transitively."""
-    defs, seen, todo = definitions(), set(), list(names)
-    while todo:
-        name = todo.pop()
-        if name in defs and name not in seen:
-            seen.add(name)
-            todo.extend(defs[name].requires)
-    return seen
-
-
 def open_run(
     path: Path | str,
     steps: Sequence[int] | None = None,
     memory_limit: str | None = None,
     peak_tflops: Mapping[str, float] | None = None,
-    views: Sequence[str] | None = None,
     read_only_sql: bool = False,
     ranks: Sequence[int] | None = None,
     executor: str | None = None,
     ranks_per_task: int | None = None,
     address: str | None = None,
 ) -> Run:
-    """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`, `views`,
+    """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`,
     `read_only_sql`, `ranks`: see `Run`). With `executor` ("local": a process pool; "ray": Ray
     tasks, on the cluster at `address`), the rank-scope views a query reads are computed per group
     of `ranks_per_task` ranks in parallel, the first time one is read (`engine.grouped.GroupedRun`)."""
     if executor is None:
         if address is not None or ranks_per_task is not None:
             raise QueryError("address and ranks_per_task go with an executor")
-        return Run(path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks)
+        return Run(path, steps, memory_limit, peak_tflops, read_only_sql, ranks)
     from prof_engine.engine.grouped import GroupedRun  # it builds on this module
 
-    return GroupedRun(
-        path, steps, memory_limit, peak_tflops, views, read_only_sql, ranks, executor, ranks_per_task, address
-    )
+    return GroupedRun(path, steps, memory_limit, peak_tflops, read_only_sql, ranks, executor, ranks_per_task, address)

@@ -22,6 +22,7 @@ hold whole statements (macros, helper views) and are executed as written.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,6 +40,16 @@ _CREATE_VIEW = re.compile(
     r'(?:"[^"]+"|\w+)(?:\.(?:"[^"]+"|\w+))?)\s+AS\b',
     re.IGNORECASE | re.MULTILINE,
 )
+
+
+# What a file of queries/ creates (its macros, helper views and tables), at the start of a line.
+_CREATES = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:MACRO|FUNCTION|VIEW|TABLE)\s+"
+    r'(?:IF\s+NOT\s+EXISTS\s+)?("[^"]+"|\w+)',
+    re.IGNORECASE | re.MULTILINE,
+)
+# Literals and comments, which name nothing a statement reads.
+_LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
 def defer_binding(sql: str) -> str:
@@ -66,6 +77,7 @@ class ViewDef:
     columns: tuple[ColumnDoc, ...]
     sql: str
     scope: str  # one of SCOPES; "" where the file declares none (queries/compare/)
+    defines: tuple[str, ...]  # the names it creates: its view, or its macros and helper views
 
     @property
     def summary(self) -> str:
@@ -109,8 +121,10 @@ def parse(path: Path) -> ViewDef:
         )
     requires = tuple(r.strip() for r in fields["requires"].split(",") if r.strip())
     sql = "\n".join(body).strip().rstrip(";")
+    name = path.stem
+    defines = (name,) if not name.startswith("_") else tuple(n.strip('"') for n in _CREATES.findall(sql))
     return ViewDef(
-        path.stem, path, fields["answers"], fields["matches"], requires, tuple(columns), sql, fields["scope"]
+        name, path, fields["answers"], fields["matches"], requires, tuple(columns), sql, fields["scope"], defines
     )
 
 
@@ -137,6 +151,31 @@ def definitions() -> dict[str, ViewDef]:
     for name in found:
         visit(name, ())
     return ordered
+
+
+def words(sql: str) -> set[str]:
+    """The identifiers of `sql`, lower case, outside its literals and comments."""
+    text = _LITERALS.sub(" ", sql)
+    return {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
+
+
+def named(sql: str) -> list[str]:
+    """The files of queries/ (`definitions`) that create a name `sql` reads: a view, macro or helper
+    view of theirs that is a word of it. A word that is only a column of the same name costs a view
+    created (or computed) and not read, never a wrong row."""
+    used = words(sql)
+    return [v.name for v in definitions().values() if any(d.lower() in used for d in v.defines)]
+
+
+def closure(names: Iterable[str]) -> set[str]:
+    """The files `names` and every file they require, transitively."""
+    defs, seen, todo = definitions(), set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in defs and name not in seen:
+            seen.add(name)
+            todo.extend(defs[name].requires)
+    return seen
 
 
 def public_views() -> list[ViewDef]:
