@@ -127,18 +127,20 @@ def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch, t
         summary = {title: r.rows() for title, r in whole.summary(3).items()}
         quality = whole.quality().rows()
         page = whole.report(tmp_path / "whole.html").read_bytes()
-    local = grouped._run_local
+    local = grouped.GroupedRun._run_local
     with prof_engine.open(generated, executor="local", ranks_per_task=5, read_only_sql=True) as run:
         assert [run.sql(q).rows() for q in queries] == expected
         reads = dict(run.sql("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").rows())
         assert "prof-engine-groups-" in reads["op_summary"] and "prof-engine-groups-" in reads["step_trace"]
         assert "prof-engine-groups-" not in reads["op_statistic"]  # no query read it yet
-        rounds = []
-        monkeypatch.setattr(grouped, "_run_local", lambda *a: rounds.append(a[0].rank_views) or local(*a))
+        rounds, pool = [], run._pool
+        monkeypatch.setattr(grouped.GroupedRun, "_run_local", lambda r, c: rounds.append(c.rank_views) or local(r, c))
         assert {title: r.rows() for title, r in run.summary(3).items()} == summary
         assert run.quality().rows() == quality
         assert run.report(tmp_path / "grouped.html").read_bytes() == page
         assert len(rounds) == 1 and "data_quality" in rounds[0]  # show: one round of tasks
+        assert run._pool is pool is not None  # the same workers, round after round
+    assert run._pool is None
     with pytest.raises(QueryError, match="go with an executor"):
         prof_engine.open(generated, ranks_per_task=5)
 

@@ -143,6 +143,7 @@ class GroupedRun(Run):
         if ranks_per_task is not None and ranks_per_task < 1:
             raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
         self.executor, self.ranks_per_task, self.address = executor, ranks_per_task, address
+        self._pool: ProcessPoolExecutor | None = None  # `executor="local"`'s workers, from the first round
         super().__init__(path, steps, memory_limit, peak_tflops, read_only_sql, ranks)
 
     def _open(self) -> None:
@@ -167,9 +168,11 @@ class GroupedRun(Run):
             chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
             wanted = tuple(n for n in chosen.rank_views if n not in self._grouped)
             super().prepare(wanted)  # the views over the run, whose columns the groups' files get
-            files = (_run_ray if self.executor == "ray" else _run_local)(
-                dataclasses.replace(chosen, rank_views=wanted), self._groups, self.address
-            )
+            chosen = dataclasses.replace(chosen, rank_views=wanted)
+            if self.executor == "ray":
+                files = _run_ray(chosen, self._groups, self.address)
+            else:
+                files = self._run_local(chosen)
             for name in wanted:
                 _read_groups(self, definitions()[name], files[name])
                 self._grouped.add(name)
@@ -178,6 +181,32 @@ class GroupedRun(Run):
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
         self.prepare(["_summary", "data_quality"])  # one round: summary's tables open with its warnings
         return super().summary(top, more)
+
+    def _run_local(self, chosen: Plan) -> dict[str, list[Path]]:
+        """Each group in a spawned worker process (tuned as the import's workers are), files in the
+        run's groups directory. The pool lives as long as the run: a spawned worker takes ~1 s to
+        load pyarrow and DuckDB, on every query's round otherwise."""
+        cores = os.cpu_count() or 1
+        workers = min(len(chosen.groups), cores)  # the same groups every round: the run's ranks
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=start_worker,
+                initargs=(os.getpid(),),
+            )
+        tasks = _tasks(chosen, self._groups, max(1, cores // workers))  # DuckDB's threads: the cores shared out
+        try:
+            return _by_view(chosen, list(self._pool.map(compute_group, tasks)))
+        except BrokenProcessPool:
+            self._pool = None  # a new one next round
+            raise QueryError("a worker process died (out of memory?): give fewer --ranks-per-task") from None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        super().close()
 
     def _cpus(self) -> int:
         """The CPUs the tasks may use: this machine's, or the Ray cluster's."""
@@ -228,22 +257,6 @@ def _tasks(chosen: Plan, out_dir: Path, threads: int, token: str | None = None) 
         _Task(str(chosen.path), group, chosen.rank_views, chosen.steps, threads, str(out_dir), token)
         for group in chosen.groups
     ]
-
-
-def _run_local(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
-    """Each group in a spawned worker process (tuned as the import's workers are), files under
-    `where`. (`address`: `_run_ray`'s; GroupedRun refused one without Ray.)"""
-    cores = os.cpu_count() or 1
-    workers = min(len(chosen.groups), cores)
-    tasks = _tasks(chosen, where, max(1, cores // workers))  # DuckDB's threads: the cores shared out
-    try:
-        with ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
-        ) as pool:
-            done = list(pool.map(compute_group, tasks))
-    except BrokenProcessPool:
-        raise QueryError("a worker process died (out of memory?): give fewer --ranks-per-task") from None
-    return _by_view(chosen, done)
 
 
 def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[Path]]:
