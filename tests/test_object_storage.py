@@ -92,3 +92,18 @@ def test_what_is_not_there_is_one_line(s3, tmp_path):
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
         "Error: s3://runs/none: no prof-engine run there (no manifest.json)"
     ]
+
+
+def test_compare_reads_runs_on_s3_and_upgrade_refuses_them(s3, tmp_path):
+    """compare reads a run on S3 in place (here against its own local copy: the same numbers);
+    upgrade, which rewrites a run, says in one line to upgrade a local copy."""
+    remote = prof_engine.compare(s3, "s3://runs/nccl", levels=["step", "op_type"]).arrow().drop(["Run"])
+    local = prof_engine.compare(s3, s3, levels=["step", "op_type"]).arrow().drop(["Run"])
+    assert remote.num_rows > 3 and remote.to_pylist() == local.to_pylist()
+    proc = _cli(tmp_path, "compare", str(s3), "s3://runs/nccl", "-l", "step", "-f", "csv")
+    assert proc.returncode == 0 and "Step Time" in proc.stdout, proc.stderr
+    proc = _cli(tmp_path, "upgrade", "s3://runs/nccl")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+        "Error: s3://runs/nccl: runs on object storage are read in place, not rewritten; "
+        "upgrade a local copy (and upload that)"
+    ]

@@ -16,6 +16,7 @@ import typer
 from prof_engine.engine.compare import LEVELS, Comparison
 from prof_engine.engine.compare.thresholds import Threshold, parse_threshold
 from prof_engine.errors import ThresholdError
+from prof_engine.store.location import is_remote, run_path
 
 FORMATS = ("table", "csv", "json", "markdown")
 _STATUS_STYLE = {
@@ -31,16 +32,24 @@ _STATUS_STYLE = {
 }
 
 
-def _runs(runs: list[Path], baseline: Path | None) -> tuple[Path, list[Path]]:
-    """(baseline, others): the first run is the baseline unless --baseline names it; it is never its own candidate."""
+def _runs(runs: list[str], baseline: str | None) -> tuple[Path, list[Path]]:
+    """(baseline, others): the first run is the baseline unless --baseline names it; it is never its
+    own candidate. A run is a directory or a URI on object storage (`run_path`)."""
+    paths = [run_path(r) for r in runs]
     if baseline is None:
-        if len(runs) < 2:
+        if len(paths) < 2:
             raise typer.BadParameter("give a baseline and at least one run: BASE RUN [RUN...]", param_hint="RUNS")
-        return runs[0], runs[1:]
-    others = [r for r in runs if r.resolve() != baseline.resolve()]
+        return paths[0], paths[1:]
+    base = run_path(baseline)
+    others = [p for p in paths if _same(p) != _same(base)]
     if not others:
         raise typer.BadParameter("no run to compare with the baseline", param_hint="RUNS")
-    return baseline, others
+    return base, others
+
+
+def _same(path: Path) -> str:
+    """What names the same run: a local path resolved, a URI as it is."""
+    return str(path) if is_remote(path) else str(path.resolve())
 
 
 def _gates(texts: list[str]) -> list[Threshold]:
@@ -111,13 +120,14 @@ def _write(cmp: Comparison, fmt: str, top: int, wide: bool = False) -> None:
 
 def compare(
     runs: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*).", show_default=False
+            help="BASE RUN [RUN...]; with --baseline, the runs to compare (a glob such as sweep/*); directories, or URIs on object storage (s3://bucket/run).",
+            show_default=False,
         ),
     ],
     baseline: Annotated[
-        Path | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")
+        str | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
     fail_if: Annotated[

@@ -29,6 +29,7 @@ from prof_engine import schema
 from prof_engine._sql import literal
 from prof_engine.errors import RunError
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, duckdb_connect, finalize_unit
+from prof_engine.store.location import is_uri
 from prof_engine.store.manifest import MANIFEST, finalised, load_manifest
 from prof_engine.store.partitions import hive_types
 
@@ -52,6 +53,11 @@ def upgrade_run(
     then swapped in, under the run's lock, as `import --force` does); to `out` instead if given
     (an existing `out` only with `force`). A run already current is left as it is (`out`: copied
     through the same re-finalisation). `memory_limit` caps DuckDB per rank, as for an import."""
+    if is_uri(run) or (out is not None and is_uri(out)):
+        raise RunError(
+            f"{out if out is not None and is_uri(out) else run}: runs on object storage are read in place, "
+            f"not rewritten; upgrade a local copy (and upload that)"
+        )
     src = Path(run).absolute()
     manifest = load_manifest(src)
     version = str(manifest.get("schema_version", ""))

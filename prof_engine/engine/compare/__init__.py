@@ -43,6 +43,7 @@ from prof_engine._resources import data_dir
 from prof_engine.engine.session import Result, Run, attach, connect, defers_binding, query_error
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
+from prof_engine.store.location import run_path
 from prof_engine.store.manifest import read_manifest
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _sql(name: str) -> ViewDef:
 def _run_source(run: RunLike) -> tuple[Path, list[int] | None]:
     if isinstance(run, Run):
         return run.path, run.steps
-    return Path(run), None
+    return run_path(run), None  # a URI: read in place from object storage
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
