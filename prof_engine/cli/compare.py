@@ -127,7 +127,8 @@ def compare(
         ),
     ],
     baseline: Annotated[
-        str | None, typer.Option("--baseline", "-b", help="The baseline run (then every RUN is compared with it).")
+        str | None,
+        typer.Option("--baseline", "-b", metavar="RUN", help="The baseline run (then every RUN is compared with it)."),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or markdown.")] = "table",
     fail_if: Annotated[
