@@ -34,6 +34,7 @@ included). Baselines do a comparable job without prof-engine, each also in a fre
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -224,14 +225,14 @@ def prepare_run(a: argparse.Namespace) -> Path:
     # keyed by the generator and the store's writer, summary, schemas and the macros that derive the
     # stored lanes: a run written by an older writer (another layout, other encodings, a manifest
     # without what views now read) would measure that writer's files
+    builder = HERE.parent / "prof_engine" / "store" / "builder.py"
     sources = [
         HERE / "gen_runstore.py",
         HERE.parent / "prof_engine" / "store" / "partitions.py",
-        HERE.parent / "prof_engine" / "store" / "builder.py",
+        builder,
         *sorted((HERE.parent / "schemas").glob("*.toml")),
-        *(HERE.parent / "queries" / name for name in ("_classify.sql", "_intervals.sql", "_lanes.sql")),
+        *(HERE.parent / "queries" / name for name in _finalize_macros(builder)),
     ]
-    # (the last: builder.FINALIZE_MACROS, named here so that this process does not load duckdb)
     version = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:8]
     path = a.workdir / f"runstore_{a.device_records}dev_{a.ranks}r_{a.steps}s_{version}"
     if not (path / "manifest.json").exists():
@@ -252,6 +253,14 @@ def prepare_run(a: argparse.Namespace) -> Path:
             check=True,
         )
     return path
+
+
+def _finalize_macros(builder: Path) -> list[str]:
+    """builder.FINALIZE_MACROS, read from its source so that this process does not load duckdb."""
+    for node in ast.parse(builder.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FINALIZE_MACROS" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise SystemExit(f"{builder}: no FINALIZE_MACROS")
 
 
 def run_child(name: str, run: Path, scratch: Path, export_rows: int) -> dict:
