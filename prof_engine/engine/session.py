@@ -108,7 +108,7 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # the views, took ~0.13 s of every attach. `Run.summary` creates them at its first call.
 ON_DEMAND = ("_summary",)
 # Files of queries/ that only finalisation uses (the lanes' macros: every run stores the lanes); not
-# created when a run is opened (~19 ms of every open).
+# created in a run's session, whatever its queries name (~19 ms).
 FINALIZE_ONLY = ("_lanes",)
 
 # Words of SQL that reads DuckDB's catalog: a `Run` then creates every view first, so that what the
