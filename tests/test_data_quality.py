@@ -242,3 +242,5 @@ def test_a_run_creates_the_views_its_queries_name_and_what_they_require(tmp_path
     with prof_engine.open(run_dir) as whole:
         whole.sql("SELECT * FROM information_schema.tables")
         assert whole.quality().rows() == rows
+    with prof_engine.open(run_dir) as run:  # SQL run from a string names its views in a literal
+        assert run.sql("SELECT * FROM query_table('data_quality')").rows() == rows

@@ -315,8 +315,11 @@ class Run:
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
         try:
-            if words(query) & CATALOG_WORDS:  # every view, not computed (`GroupedRun.prepare`)
+            # created, not computed (`GroupedRun.prepare`): every view for a query of the catalog,
+            # and those named in its strings too (SQL run from a string: `query_table('op_summary')`)
+            if words(query) & CATALOG_WORDS:
                 Run.prepare(self, [name for name in definitions() if name not in ON_DEMAND])
+            Run.prepare(self, named(query, literals=True))
             self.prepare(named(query))
             if self.read_only_sql and (
                 refused := [

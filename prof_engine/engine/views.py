@@ -153,17 +153,18 @@ def definitions() -> dict[str, ViewDef]:
     return ordered
 
 
-def words(sql: str) -> set[str]:
-    """The identifiers of `sql`, lower case, outside its literals and comments."""
-    text = _LITERALS.sub(" ", sql)
+def words(sql: str, literals: bool = False) -> set[str]:
+    """The identifiers of `sql`, lower case, outside its literals and comments (`literals`: in them
+    too, as SQL run from a string, `query_table('op_summary')`, names them)."""
+    text = sql if literals else _LITERALS.sub(" ", sql)
     return {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
 
 
-def named(sql: str) -> list[str]:
+def named(sql: str, literals: bool = False) -> list[str]:
     """The files of queries/ (`definitions`) that create a name `sql` reads: a view, macro or helper
-    view of theirs that is a word of it. A word that is only a column of the same name costs a view
-    created (or computed) and not read, never a wrong row."""
-    used = words(sql)
+    view of theirs that is a word of it (`literals`: see `words`). A word that is only a column of
+    the same name costs a view created (or computed) and not read, never a wrong row."""
+    used = words(sql, literals)
     return [v.name for v in definitions().values() if any(d.lower() in used for d in v.defines)]
 
 
