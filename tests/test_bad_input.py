@@ -465,8 +465,8 @@ def _under_address_space(mb: int):
 
 
 def test_which_errors_are_out_of_memory_and_the_line_that_says_so():
-    """Which error a limit hits first depends on the libraries installed: CI's first run with
-    pydantic (which typer loads to parse arguments) got ENOMEM reading its files, and a traceback."""
+    """Which error a limit hits first depends on the libraries installed: CI got ENOMEM reading
+    pydantic's files (typer loads it to parse arguments), here an ImportError from mapping them."""
     import errno
 
     from prof_engine._process import memory_cause, out_of_memory
