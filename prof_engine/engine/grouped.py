@@ -30,7 +30,7 @@ from prof_engine._process import start_worker
 from prof_engine._sql import literal
 from prof_engine.engine import session
 from prof_engine.engine.session import Run, open_run, step_numbers
-from prof_engine.engine.views import ViewDef, definitions, public_views
+from prof_engine.engine.views import LITERALS, ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store.location import run_path
 from prof_engine.store.manifest import read_manifest, restrict
@@ -41,8 +41,6 @@ from prof_engine.store.manifest import read_manifest, restrict
 RANKS_PER_TASK = 128
 # DuckDB writes a HUGEINT to Parquet as a DOUBLE; as DECIMAL(38,0) its digits all come back.
 _WIDE_INTEGERS = ("HUGEINT", "UHUGEINT")
-# Literals and comments, blanked out of a view's SQL before its ORDER BY is looked for.
-_QUOTED = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
 @dataclass(frozen=True)
@@ -378,7 +376,7 @@ def _run_rows(view: ViewDef) -> str | None:
 def _order_by(sql: str) -> str | None:
     """The terms of the ORDER BY at the top level of `sql` (outside parentheses, literals and
     comments), or None where it has none."""
-    text = _QUOTED.sub(lambda m: " " * len(m.group()), sql)
+    text = LITERALS.sub(lambda m: " " * len(m.group()), sql)
     depth, found = 0, None
     for m in re.finditer(r"[()]|\bORDER\s+BY\b", text, re.IGNORECASE):
         token = m.group()

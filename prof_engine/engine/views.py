@@ -48,8 +48,9 @@ _CREATES = re.compile(
     r'(?:IF\s+NOT\s+EXISTS\s+)?("[^"]+"|\w+)',
     re.IGNORECASE | re.MULTILINE,
 )
-# Literals and comments, which name nothing a statement reads.
-_LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
+# Literals and comments of SQL: they name nothing a statement reads (`words`), and hold no clause
+# of it (`grouped._order_by`).
+LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
 def defer_binding(sql: str) -> str:
@@ -156,7 +157,7 @@ def definitions() -> dict[str, ViewDef]:
 def words(sql: str, literals: bool = False) -> set[str]:
     """The identifiers of `sql`, lower case, outside its literals and comments (`literals`: in them
     too, as SQL run from a string, `query_table('op_summary')`, names them)."""
-    text = sql if literals else _LITERALS.sub(" ", sql)
+    text = sql if literals else LITERALS.sub(" ", sql)
     return {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
 
 
