@@ -278,11 +278,13 @@ def _run_ray(chosen: Plan, where: Path, address: str | None) -> dict[str, list[P
 
 
 def _by_view(chosen: Plan, done: list[dict[str, str | bytes]]) -> dict[str, list[Path]]:
-    """The groups' files of each view, in the groups' (the ranks') order."""
+    """The groups' files of each view, in the groups' (the ranks') order: paths, a Ray task's bytes
+    written to a file first (`_run_ray`)."""
     files: dict[str, list[Path]] = {name: [] for name in chosen.rank_views}
     for outputs in done:
         for name, value in outputs.items():
-            files[name].append(Path(str(value)))
+            assert isinstance(value, str), f"{name}: bytes, not a file"  # str() would make a path of them
+            files[name].append(Path(value))
     return files
 
 
