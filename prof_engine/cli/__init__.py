@@ -170,7 +170,7 @@ def import_(
         )
     finally:
         progress.close()
-    # (all the views: ~0.2 s more to create); with an executor, the rules' counts by groups too
+    # with an executor, the rules' counts by groups too
     with open_run(run, executor=executor, address=address) as r:
         m, warnings = r.manifest, r.quality_warnings()
     for skipped in m["skipped"]:

@@ -53,10 +53,10 @@ def upgrade_run(
     then swapped in, under the run's lock, as `import --force` does); to `out` instead if given
     (an existing `out` only with `force`). A run already current is left as it is (`out`: copied
     through the same re-finalisation). `memory_limit` caps DuckDB per rank, as for an import."""
-    if is_uri(run) or (out is not None and is_uri(out)):
+    if remote := [p for p in (run, out) if p is not None and is_uri(p)]:
         raise RunError(
-            f"{out if out is not None and is_uri(out) else run}: runs on object storage are read in place, "
-            f"not rewritten; upgrade a local copy (and upload that)"
+            f"{remote[-1]}: runs on object storage are read in place, not rewritten; "
+            f"upgrade a local copy (and upload that)"
         )
     src = Path(run).absolute()
     manifest = load_manifest(src)
