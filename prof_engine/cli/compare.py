@@ -16,7 +16,7 @@ import typer
 from prof_engine.engine.compare import LEVELS, Comparison
 from prof_engine.engine.compare.thresholds import Threshold, parse_threshold
 from prof_engine.errors import ThresholdError
-from prof_engine.store.location import is_remote, run_path
+from prof_engine.store.location import run_path
 
 FORMATS = ("table", "csv", "json", "markdown")
 _STATUS_STYLE = {
@@ -41,15 +41,10 @@ def _runs(runs: list[str], baseline: str | None) -> tuple[Path, list[Path]]:
             raise typer.BadParameter("give a baseline and at least one run: BASE RUN [RUN...]", param_hint="RUNS")
         return paths[0], paths[1:]
     base = run_path(baseline)
-    others = [p for p in paths if _same(p) != _same(base)]
+    others = [p for p in paths if str(p.resolve()) != str(base.resolve())]  # a URI resolves to itself
     if not others:
         raise typer.BadParameter("no run to compare with the baseline", param_hint="RUNS")
     return base, others
-
-
-def _same(path: Path) -> str:
-    """What names the same run: a local path resolved, a URI as it is."""
-    return str(path) if is_remote(path) else str(path.resolve())
 
 
 def _gates(texts: list[str]) -> list[Threshold]:
