@@ -9,15 +9,30 @@
 CREATE OR REPLACE MACRO is_receive(name) AS
     name ILIKE 'hcom_receive%' OR regexp_matches(name, '(?i)(ncclDevKernel|ncclKernel)_Recv');
 
+-- A device kernel is communication (kind `comm`) by its launcher or by its name; both are decided
+-- once, at import, and every view reads the kind stored.
+-- By name (`classify.is_comm_kernel`, prof_engine/importers/classify.py, per distinct name as each
+-- record is read; a `Collective name` arg too), whatever launched it — DeepEP's all-to-alls run
+-- inside user ranges (`dispatch`, `combine`) and custom all-reduces inside model code:
+--   libraries: NCCL/RCCL (`ncclKernel_*`, `ncclDevKernel_*`, `rccl*`), HCCL (`hccl*`, `hcom_*`),
+--     MSCCL/MSCCL++ (`msccl*`), NVSHMEM (`nvshmem*`, its send/recv and put/get kernels), DeepEP
+--     (`deep_ep::{intranode,internode,internode_ll}::{dispatch,combine,notify_*,barrier}`),
+--     as a word of the name, mangled names included (`_ZN7deep_ep…`);
+--   collectives named in the name, at a word's start: all-reduce (`one_shot_all_reduce`,
+--     `two_shot_allreduce`, `oneShotAllReduce`), all-gather, all-to-all (`all_to_all`, `allToAllV`,
+--     `all2all`), reduce-scatter, and vLLM's/SGLang's custom all-reduce `cross_device_reduce_*`.
+--   Not communication: names where "reduce", "gather", "scatter" or "dispatch" is not such a word
+--     (`at::native::reduce_kernel`, `splitKreduce_kernel`, `cub::DeviceReduce*`,
+--     `cub::DispatchReduceByKey`, `_scatter_gather_elementwise_kernel`, `small_reduce`), DeepEP's
+--     layout kernel `deep_ep::layout::get_dispatch_layout` (a local count before any transfer), and
+--     Triton kernels (`triton_*`: Inductor names them after the aten ops they fuse, such as the
+--     copy into an all-gather's buffer).
+-- By launcher (queries/store/finalize.sql step 4, with `is_collective_op` below): a kernel whose
+-- launch (its API call, else its launcher) lies within a collective op of its thread, whatever its
+-- name (RCCL builds' kernels, a c10d backend's own all-to-all kernels).
 -- A collective op on the host: torch's c10d ops (`c10d::allreduce_`, and torch.compile's
 -- `_c10d_functional::all_reduce`), the `record_param_comms` range that carries a collective's
 -- metadata, and the record_function ranges of a c10d Work (`nccl:all_reduce`, `gloo:broadcast`).
--- Communication kernels by launcher: a device kernel whose launch (its API call, else its
--- launcher) lies within one of these on its thread is communication, whatever its name (RCCL
--- builds' kernels, a c10d backend's own all-to-all kernels); one launched by any other op (DeepEP's
--- `deep_ep::*` ops are none of these) keeps its name's kind
--- (`classify.kind_of`: NCCL/RCCL/HCCL names, a `Collective name` arg). queries/store/finalize.sql
--- step 4 applies it once, at import: every view reads the kind it stored.
 -- (Prefix tests, not a regular expression: finalisation tests every host record's name, and a
 -- regular expression took 13x as long.)
 CREATE OR REPLACE MACRO is_collective_op(name) AS
@@ -69,10 +84,15 @@ CREATE OR REPLACE MACRO api_name(name) AS CASE WHEN contains(name, '@') THEN reg
 -- Collective of a communication op in one word for every vendor, so runs from different sources
 -- meet: hcom_allReduce_, ncclKernel_AllReduce_RING_LL_Sum_float and nccl:all_reduce are all
 -- `allreduce`; NULL when the name says none. Longer words first (allreduce before reduce).
-CREATE OR REPLACE MACRO collective_kind(name) AS nullif(regexp_replace(regexp_extract(
-    replace(lower(name), '_', ''),
-    '(allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv|send|receive|recv|reduce|gather|scatter|barrier)'),
-    '^recv$', 'receive'), '');
+-- Kernels that do not say it: DeepEP's dispatch and combine (and their notify_*) are all-to-alls
+-- of tokens among the expert-parallel ranks; `cross_device_reduce_*` is vLLM's custom all-reduce.
+CREATE OR REPLACE MACRO collective_kind(name) AS CASE
+    WHEN contains(name, 'deep_ep') AND regexp_matches(name, 'dispatch|combine') THEN 'alltoall'
+    WHEN contains(name, 'cross_device_reduce_') THEN 'allreduce'
+    ELSE nullif(regexp_replace(regexp_extract(
+        replace(lower(name), '_', ''),
+        '(allreduce|allgather|reducescatter|alltoall|broadcast|sendrecv|send|receive|recv|reduce|gather|scatter|barrier)'),
+        '^recv$', 'receive'), '') END;
 
 -- A record the import could not classify: kind 'other' with no category to tell what it is.
 -- ('other' records with a category are the importers' to judge: a category they know is 'other'

@@ -16,12 +16,14 @@
 -- transport (link type HCCS/HCCS_SW → HCCS, PCIE, SIO, RDMA, other SDMA links → SDMA); SDMA also
 -- sums HCCS, PCIE and SIO, as msprof does; Bandwidth = size / time. Ops without plane tasks
 -- (NCCL kernels, gloo ranges, Ascend Level0 traces) have Elapse only: the rest is NULL.
+-- GPU ops are the communication kernels, by name or launcher (queries/_classify.sql): NCCL/RCCL,
+-- DeepEP's dispatch/combine (all-to-alls), custom all-reduces, ... wherever they were launched.
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for a rank without device records
 -- column `Step` BIGINT: training step (NULL: outside every step)
 -- column `Group` VARCHAR: process group name or id where the source gives it (NCCL); NULL for HCCL trace_view ops
--- column `Op Name` VARCHAR: communication op (HCCL op such as hcom_allReduce__586_0_1, or NCCL kernel)
--- column `Op Type` VARCHAR: op type (Ascend OP Type such as hcom_allReduce_, or the NCCL collective)
+-- column `Op Name` VARCHAR: communication op (HCCL op such as hcom_allReduce__586_0_1, or a communication kernel: NCCL, DeepEP, custom all-reduce, ...)
+-- column `Op Type` VARCHAR: op type (Ascend OP Type such as hcom_allReduce_, else the collective its metadata or name says: allreduce, alltoall for DeepEP's dispatch/combine, ...)
 -- column `Start Time(us)` DECIMAL(26,3): op start, µs since the Unix epoch
 -- column `Elapse Time(ms)` DOUBLE: op duration, ms
 -- column `Transit Time(ms)` DOUBLE: master-plane time moving data, ms

@@ -130,8 +130,20 @@ STEP_MAX = 2**31 - 1
 TS_LIMIT = 1 << 62
 DUR_LIMIT = 7 * 86_400 * 10**9
 
-# Device kernels of collective libraries (NCCL, RCCL, HCCL).
-_COMM_KERNEL = re.compile(r"(^|[^a-z])(nccl|rccl|hccl|hcom_)", re.IGNORECASE)
+# Communication kernels by name (queries/_classify.sql lists the families and why), whatever
+# launched them: a collective library's kernels, and collectives named in a kernel's name. A word
+# counts at a word's start (after no letter; `All` also inside camelCase), so `small_reduce`,
+# `reduce_kernel`, `splitKreduce_kernel` or `cub::DeviceReduce` stay compute.
+_COMM_KERNEL = re.compile(
+    r"(?<![A-Za-z])(?i:nccl|rccl|hccl|hcom_|msccl|nvshmem|deep_ep)"
+    r"|(?:(?<![A-Za-z])(?i:all)|All|ALL)(?i:_?(?:reduce|gather|to_?all|2all))"
+    r"|(?<![A-Za-z])(?i:reduce_?scatter)|ReduceScatter"
+    r"|(?<![A-Za-z])cross_device_reduce_"
+)
+# Compute kernels that match the above: DeepEP's layout kernel (a local count of tokens per rank
+# and expert, before any transfer), and Triton kernels, which Inductor names after the aten ops
+# they fuse (`triton_poi_fused_all_gather_into_tensor_0` copies into a collective's buffer).
+_COMPUTE_KERNEL = re.compile(r"deep_ep::layout::|get_dispatch_layout|^triton_")
 # Host-side communication ranges: the record_function of a c10d Work (`nccl:all_reduce`,
 # `gloo:broadcast`). torch marks them async, out of its call tree: kind comm, which the host pass
 # does not nest (queries/store/finalize.sql step 2) and key_averages lists without self time.
@@ -146,11 +158,17 @@ def kind_of(category: str | None, name: str, has_collective: bool) -> str:
     if step_number(name) is not None:
         return "step"
     kind = CATEGORY_KIND.get(category_key(category), "other")
-    if kind == "kernel" and (has_collective or _COMM_KERNEL.search(name)):
+    if kind == "kernel" and (has_collective or is_comm_kernel(name)):
         return "comm"
     if kind == "user_range" and _COMM_RANGE.match(name):
         return "comm"
     return kind
+
+
+@lru_cache(maxsize=4096)
+def is_comm_kernel(name: str) -> bool:
+    """A device kernel whose name says communication (`_COMM_KERNEL`, less `_COMPUTE_KERNEL`)."""
+    return _COMM_KERNEL.search(name) is not None and _COMPUTE_KERNEL.search(name) is None
 
 
 def step_number(name: str) -> int | None:
