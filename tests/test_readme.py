@@ -27,25 +27,40 @@ def test_quick_start_has_two_commands_and_ci_runs_the_second():
     assert tests.split("&&")[1].strip().replace("python ", "python3 ") in ci
 
 
-def test_quick_start_main_job_runs(tmp_path):
+def _worked_example_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in section.splitlines() if line.startswith("$ ")]
+
+
+def test_quick_start_main_job_runs_then_the_worked_example(tmp_path):
+    """The Quick start as written, then the worked example's commands in the same clone (a reader
+    runs them in that order: the example must not need, or clobber, what the Quick start made)."""
     pytest.importorskip("torch")
     main_job = _quick_start_commands()[0]
-    for command in main_job.split("&&")[1:]:
+    work = tmp_path / "clone"
+    work.mkdir()
+    shared = REPO.parent / "shared"
+    commands = main_job.split("&&")[1:]
+    if (shared / "fixtures").is_dir():
+        (tmp_path / "shared").symlink_to(shared)
+        commands += _worked_example_commands()
+    for command in commands:
         argv = shlex.split(command)
         if argv[0] == "prof-engine":
             argv = [sys.executable, "-m", "prof_engine", *argv[1:]]
         elif argv[0] == "python":
             argv = [sys.executable, str(REPO / argv[1]), *argv[2:]]
-        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
-    assert sorted(p.name.split("_2")[0] for p in (tmp_path / "reports").iterdir()) == [
+    assert sorted(p.name.split("_2")[0] for p in (work / "reports").iterdir()) == [
         "api_statistic",
         "op_statistic",
         "op_summary",
         "step_trace",
         "task_time",
     ]
-    assert "<svg" in (tmp_path / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
+    assert "<svg" in (work / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
 
 
 def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
