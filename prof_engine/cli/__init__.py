@@ -238,7 +238,7 @@ def query(
         bool,
         typer.Option(
             "--safe",
-            help="Read-only SQL for serving others: SELECT only, no file outside the run, nothing written, installed, attached or set.",
+            help="Read-only SQL for serving others: SELECT, EXPLAIN [ANALYZE] of a SELECT and catalog PRAGMAs only; no file but the run's Parquet, nothing written, installed, attached or set.",
         ),
     ] = False,
     executor: ExecutorOpt = None,
@@ -259,7 +259,7 @@ def query(
         hint="--wide or --format csv shows all",
         more="--limit N shows more, --format csv all",
     )
-    writers: dict[str, Callable[..., None]] = {"table": table, "csv": render.csv, "json": render.json_lines}
+    writers: dict[str, Callable[..., object]] = {"table": table, "csv": render.csv, "json": render.json_lines}
     if fmt not in writers:
         raise typer.BadParameter(f"unknown format {fmt!r}; use table, csv or json", param_hint="--format")
     _check_executor(executor, address, ranks_per_task)

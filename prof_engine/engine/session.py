@@ -190,16 +190,90 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-SAFE_STATEMENTS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+# PRAGMAs that only read the catalog or the build: the rest change settings or state, and the
+# statements --safe SQL may run are an allow-list (`refusal`), so an unknown one is refused.
+READING_PRAGMAS = frozenset(
+    "show_tables show_tables_expanded table_info show version platform database_list database_size "
+    "functions collations storage_info".split()
+)
 
 
-def sandbox(con: duckdb.DuckDBPyConnection, run: Path, *also: Path) -> None:
-    """Lock `con` for SQL from others, once the run's views exist: DuckDB's file access limited to
-    the run, the directories `also` (files derived from it) and the spill directory (read-only for
-    the run: `Run.sql` lets only SELECT through), no extension installed or loaded, no database
-    attached, and no setting changed after this."""
-    spill = con.execute("SELECT current_setting('temp_directory')").fetchall()[0][0]
-    con.execute("SET allowed_directories = ?", [[f"{d.resolve()}/" for d in (run, *also)] + [f"{spill}/"]])
+def _tokens(sql: str) -> list[tuple[int, str]]:
+    """(offset, text) of each token of `sql` but comments, by DuckDB's own tokenizer."""
+    found = [(start, kind) for start, kind in duckdb.tokenize(sql)]
+    ends = [start for start, _ in found[1:]] + [len(sql)]
+    return [
+        (start, sql[start:end].strip()) for (start, kind), end in zip(found, ends) if kind != duckdb.token_type.comment
+    ]
+
+
+def _kind(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """The kind of statement `sql` is ("SELECT", "COPY"...), where it is exactly one; else None.
+    SHOW, DESCRIBE and SUMMARIZE are SELECTs."""
+    try:
+        statements = con.extract_statements(sql)
+        return str(statements[0].type).rsplit(".", 1)[-1] if len(statements) == 1 else None
+    except (duckdb.Error, ValueError):  # ValueError: a kind DuckDB's Python API has no name for
+        return None
+
+
+def _explained(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    """The kind of statement the EXPLAIN statement `sql` explains: what follows `EXPLAIN [ANALYZE]`
+    and its options in parentheses, if any ("SELECT" where either reading parses as one SELECT;
+    "a statement" where neither parses alone). EXPLAIN ANALYZE runs its statement: a COPY in it writes."""
+    tokens = _tokens(sql)
+    at = 1 + (len(tokens) > 1 and tokens[1][1].upper() in ("ANALYZE", "ANALYSE"))
+    starts = [tokens[at][0]] if at < len(tokens) else []
+    if starts and tokens[at][1] == "(":  # `EXPLAIN (FORMAT json) SELECT`: what follows the options
+        depth = 0
+        for k in range(at, len(tokens)):
+            depth += {"(": 1, ")": -1}.get(tokens[k][1], 0)
+            if depth == 0:
+                starts += [tokens[k + 1][0]] if k + 1 < len(tokens) else []
+                break
+    kinds = [_kind(con, sql[start:]) for start in starts]
+    return "SELECT" if "SELECT" in kinds else next((k for k in kinds if k), "a statement")
+
+
+def refusal(con: duckdb.DuckDBPyConnection, query: str) -> str | None:
+    """Why `query` is not read-only SQL (the kind of its first statement that is not), or None:
+    every statement is a SELECT, an EXPLAIN [ANALYZE] of a SELECT, or a PRAGMA of READING_PRAGMAS.
+    An allow-list over DuckDB's own parse: a statement kind it does not know is refused too."""
+    for statement in con.extract_statements(query):
+        try:
+            kind = statement.type
+        except ValueError:  # a kind DuckDB's Python API has no name for (`UPDATE EXTENSIONS`)
+            return "this statement"
+        name = str(kind).rsplit(".", 1)[-1]
+        if kind == duckdb.StatementType.SELECT:
+            continue
+        if kind == duckdb.StatementType.EXPLAIN:
+            if (explained := _explained(con, statement.query)) == "SELECT":
+                continue
+            return f"EXPLAIN of {explained}"
+        if kind == duckdb.StatementType.PRAGMA:
+            tokens = _tokens(statement.query)
+            # `PRAGMA name` or `PRAGMA name(args)`; `PRAGMA name = value` sets
+            if (
+                len(tokens) > 1
+                and tokens[1][1].lower() in READING_PRAGMAS
+                and (len(tokens) == 2 or tokens[2][1] in ("(", ";"))
+            ):
+                continue
+            return "a PRAGMA that is not a read of the catalog"
+        return name
+    return None
+
+
+def sandbox(con: duckdb.DuckDBPyConnection, files: Iterable[str], *also: Path) -> None:
+    """Lock `con` for SQL from others, once the run's tables exist: DuckDB may open only `files`
+    (the run's Parquet files its views read: no directory, so no new file anywhere, and not the
+    manifest) and the directories `also` (files derived from it, in a private temporary directory);
+    no extension installed or loaded, no database attached, and no setting changed after this.
+    DuckDB can still write a file it may read, so `Run.sql` lets only reads through (`refusal`);
+    what it spills goes to its own private temporary directory, which DuckDB allows itself."""
+    con.execute("SET allowed_paths = ?", [sorted(set(files))])
+    con.execute("SET allowed_directories = ?", [[f"{d.resolve()}/" for d in also]])
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
@@ -232,8 +306,9 @@ class Run:
     place of the datasheet figures op_flops and flops_summary measure against. The views of
     `queries/` are created in the session when a query first names them (`prepare`): creating all
     fifty took ~0.25 s of every open, whichever view was then asked for. `read_only_sql` makes
-    `sql` safe to serve to others: only SELECT statements (with EXPLAIN), files outside the run
-    unreadable, nothing written, installed or attached, no setting changed (`sandbox`).
+    `sql` safe to serve to others: only SELECT statements (EXPLAIN [ANALYZE] of one, PRAGMAs that read
+    the catalog: `refusal`), no file but the run's Parquet readable, nothing written, installed or
+    attached, no setting changed (`sandbox`).
     """
 
     def __init__(
@@ -265,9 +340,9 @@ class Run:
         # the files of queries/ not created in this session yet
         self._uncreated = set(definitions()) - set(FINALIZE_ONLY)
         try:
-            read = attach(self.con, self.path, whole, self.steps, peak_tflops, (), self.ranks)
+            attach(self.con, self.path, whole, self.steps, peak_tflops, (), self.ranks)
             if self.read_only_sql:
-                sandbox(self.con, read, *self._derived_dirs())
+                sandbox(self.con, _READS.get(self.con, ()), *self._derived_dirs())
         except BaseException:
             self.close()
             raise
@@ -317,18 +392,15 @@ class Run:
         try:
             # created, not computed (`GroupedRun.prepare`): every view for a query of the catalog,
             # and those named in its strings too (SQL run from a string: `query_table('op_summary')`)
+            if self.read_only_sql and (refused := refusal(self.con, query)):
+                raise QueryError(
+                    f"--safe runs read-only SQL (SELECT, EXPLAIN [ANALYZE] of a SELECT, PRAGMAs that read "
+                    f"the catalog), not {refused}"
+                )
             if words(query) & CATALOG_WORDS:
                 Run.prepare(self, [name for name in definitions() if name not in ON_DEMAND])
             Run.prepare(self, named(query, literals=True))
             self.prepare(named(query))
-            if self.read_only_sql and (
-                refused := [
-                    str(s.type).rsplit(".", 1)[-1]
-                    for s in self.con.extract_statements(query)
-                    if s.type not in SAFE_STATEMENTS
-                ]
-            ):
-                raise QueryError(f"read-only SQL (--safe) runs SELECT and EXPLAIN statements only, not {refused[0]}")
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
         except duckdb.IOException as e:
@@ -364,7 +436,7 @@ class Run:
             )
         tables |= {
             STEPS_TITLE: self._head("summary_steps", n * 10),
-            f"Top {n} ops by duration": self._head("summary_top_ops", n),
+            f"Top {n} ops by total duration": self._head("summary_top_ops", n),
             f"Top {n} op types (op_statistic)": self._head("summary_op_types", n),
             f"Top {n} API calls (api_statistic)": self._head("summary_apis", n),
         }
@@ -612,6 +684,7 @@ def _register_tables(
                 files = ordered
                 in_order.add(name)
         if files:
+            _READS.setdefault(con, set()).update(str(f) for f in files)
             uniform, present = (True, set(table.column_names)) if current else _file_columns(con, files)
             # a column added to the schema since the run was written reads as NULL (rank, device and
             # step are always there: a column, or a directory level)
@@ -714,6 +787,10 @@ def remove_with(con: duckdb.DuckDBPyConnection, directory: Path) -> None:
     """Remove `directory` (files a view of `con` reads) by `release_snapshots`, or when `con` is
     garbage-collected or the process exits."""
     _SNAPSHOTS.setdefault(con, []).append(weakref.finalize(con, shutil.rmtree, directory, True))
+
+
+# The Parquet files each connection's views read (`_register_tables`): all `sandbox` lets it open.
+_READS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]] = weakref.WeakKeyDictionary()
 
 
 def release_snapshots(con: duckdb.DuckDBPyConnection) -> None:
