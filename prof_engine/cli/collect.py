@@ -8,9 +8,6 @@ from typing import Annotated
 
 import typer
 
-from prof_engine.collect.config import Settings, activities_of, from_env, level_of, load
-from prof_engine.collect.launch import collect_program, steps_schedule
-
 
 def collect(
     command: Annotated[
@@ -52,8 +49,11 @@ def collect(
 
     Steps are the program's optimizer steps; each finished step is written while the program runs.
     SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N."""
+    # here, not at the top: launch loads pyarrow (the run's manifest), which --help must not
     from prof_engine import open
     from prof_engine.cli import render
+    from prof_engine.collect.config import Settings, activities_of, from_env, level_of, load
+    from prof_engine.collect.launch import collect_program, steps_schedule
     from prof_engine.engine.session import step_numbers
 
     given = Settings(

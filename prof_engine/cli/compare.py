@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from prof_engine.engine.compare import LEVELS, Comparison
-from prof_engine.engine.compare.thresholds import Threshold, parse_threshold
 from prof_engine.errors import ThresholdError
 from prof_engine.store.location import run_path
+
+if TYPE_CHECKING:  # engine.compare loads DuckDB and pyarrow: only a comparison does (not --help)
+    from prof_engine.engine.compare import Comparison
+    from prof_engine.engine.compare.thresholds import Threshold
+
+# engine.compare's LEVELS, spelt out for --help without loading the engine (a test holds them equal)
+LEVEL_HELP = "step, op_type, op, api, communication, memory"
 
 FORMATS = ("table", "csv", "json", "markdown")
 _STATUS_STYLE = {
@@ -48,6 +53,8 @@ def _runs(runs: list[str], baseline: str | None) -> tuple[Path, list[Path]]:
 
 
 def _gates(texts: list[str]) -> list[Threshold]:
+    from prof_engine.engine.compare.thresholds import parse_threshold
+
     try:
         return [parse_threshold(t) for t in texts]
     except ThresholdError as e:
@@ -134,7 +141,7 @@ def compare(
         ),
     ] = None,
     level: Annotated[
-        list[str] | None, typer.Option("--level", "-l", help=f"Only these levels (repeatable): {', '.join(LEVELS)}.")
+        list[str] | None, typer.Option("--level", "-l", help=f"Only these levels (repeatable): {LEVEL_HELP}.")
     ] = None,
     top: Annotated[int, typer.Option(min=0, help="Rows per level in table and markdown output (0: all).")] = 10,
     noise_floor: Annotated[
@@ -148,6 +155,7 @@ def compare(
     Example: [bold]prof-engine compare yesterday today --fail-if 'step_time > +5%'[/bold]
     """
     from prof_engine import compare as compare_runs
+    from prof_engine.engine.compare import LEVELS
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
