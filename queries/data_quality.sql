@@ -14,7 +14,10 @@
 --   overlapping_device_steps: steps whose device span (step_trace's) runs past the start of the
 --     next step's on the same device (`_step_overlaps`; step_trace's Free counts such time once);
 --   overlapping_host_records: host records that start inside an earlier sibling on their thread
---     and end after it (no nesting): torch's tree rule closes the sibling at their start.
+--     and end after it (no nesting): torch's tree rule closes the sibling at their start;
+--   device_work_outside_steps: on a device that records its steps (a step record of its own,
+--     Kineto's GPU ProfilerStep#N), device tasks in none of its step windows (step NULL: e.g. the
+--     previous step's queued work before the first window), with their summed duration.
 -- column `Rank` INTEGER: global rank; NULL for the run as a whole
 -- column `Device` VARCHAR: device it concerns; NULL for a whole source or the run
 -- column `Rule` VARCHAR: rule that fired (see `quality_rules`)
@@ -30,6 +33,10 @@ WITH per_device AS (
            count(*) AS records,
            count(*) FILTER (WHERE is_device_task(device, kind) AND launch_id IS NULL) AS unlinked,
            count(*) FILTER (WHERE is_device_task(device, kind)) AS tasks,
+           count(*) FILTER (WHERE is_device_task(device, kind) AND step IS NULL) AS outside,
+           sum(dur) FILTER (WHERE is_device_task(device, kind) AND step IS NULL) AS outside_dur,
+           min(name) FILTER (WHERE is_device_task(device, kind) AND step IS NULL) AS outside_name,
+           count(*) FILTER (WHERE kind = 'step') AS device_steps,
            min(name) FILTER (WHERE is_unclassified(kind, category)) AS other_name
     FROM slices
     GROUP BY rank, device
@@ -61,6 +68,10 @@ computed AS (
     UNION ALL
     SELECT rank, device, 'overlapping_host_records', n, records, 'e.g. ' || first_name
     FROM host_overlaps WHERE n > 0
+    UNION ALL
+    SELECT rank, device, 'device_work_outside_steps', outside, tasks,
+           us(outside_dur) || ' µs of device time (summed) in no step window, e.g. ' || outside_name
+    FROM per_device WHERE device <> 'host' AND device_steps > 0 AND outside > 0
 ),
 found AS (
     SELECT rank, device, rule, count, total, detail FROM computed

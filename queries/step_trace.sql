@@ -1,6 +1,7 @@
 -- view: step_trace
 -- answers: where did each step's time go on each device — computing, communication (overlapped
---   or not), free, pipeline bubble, and the preparation before the device started.
+--   or not), free, pipeline bubble, and the preparation before the device started; device work in
+--   no step window (a device's ProfilerStep#N where it records one) in a row of its own, Step NULL.
 -- matches: torch_npu / MindSpore step_trace_time.csv (columns and definitions, µs);
 --   msprof-analyze cluster_step_trace_time.csv per rank.
 -- requires: _overlap, _units
@@ -11,12 +12,18 @@
 -- max(Communication(Not Overlapped) − Bubble, 0); Preparing = first Computing/Communication start −
 -- host step start. For a rank without device records, Device is `host` and the lanes are its CPU
 -- ops (Computing) and gloo/NCCL ranges (Communication) within the host step.
+-- A device record's step (queries/store/finalize.sql steps 4 and 4b): its launcher's host step;
+-- without one, on a device that records its steps (Kineto's gpu_user_annotation ProfilerStep#N),
+-- the step window holding its start (step N's window: the hull of the device's step N record and
+-- of what host step N launched), else none: e.g. the previous step's queued work that runs before
+-- the first window is the row of Step NULL and the data-quality rule `device_work_outside_steps`,
+-- never part of a neighbouring step's time; on other devices, the host step holding its start.
 -- Free where steps overlap on a device (kernels of step N still running after step N+1's first):
 -- the time the device runs no Computing or Communication of any step, within the part of the step's
 -- span no step that started before it holds; so Σ Free ≤ the device's idle time (queries/_lanes.sql).
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device, or `host` for a rank without device records
--- column `Step` BIGINT: training step (NULL: records outside every step)
+-- column `Step` BIGINT: training step (NULL: records outside every step; on a device that records its steps, device work outside its step windows)
 -- column `Computing` DOUBLE: merged computing time, µs
 -- column `Communication(Not Overlapped)` DOUBLE: communication not hidden by computing, µs
 -- column `Overlapped` DOUBLE: communication hidden by computing, µs

@@ -32,6 +32,7 @@ RULES: dict[str, str] = {
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
     "overlapping_host_records": "host records that overlap a sibling without nesting on one thread: nested by torch's tree rule, which closes the sibling",
     "overlapping_device_steps": "steps whose device spans overlap the next step's: their Free counts only idle time",
+    "device_work_outside_steps": "device tasks outside every step window of a device that records its steps (Kineto's GPU ProfilerStep#N), e.g. the previous step's queued work: in step_trace's row of no step, in no step's time",
 }
 
 
