@@ -2,8 +2,8 @@
 -- answers: op_summary's rows in ns: every device task, and for a rank without any (CPU-only
 --   traces) every CPU op, with its wait since the previous op at its depth on its thread ended;
 --   a CPU op's OP Type is its op type where the source gives one (MindSpore), else its name.
---   op_summary shows them in µs; `show`'s longest tasks sort them as they are (sorted on the µs
---   columns, which DuckDB computes for every row first: 0.65 s against 0.06 s at 10 M tasks).
+--   op_summary shows them in µs; `show`'s top ops (summary_top_ops) sum them per name in ns, as
+--   they are (not op_summary's µs columns, which DuckDB computes for every row first).
 --   `id` is the record's, for what op_summary reads of its args (the hardware task id).
 -- requires: _tasks, slices
 -- scope: rank

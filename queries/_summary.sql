@@ -8,12 +8,14 @@ SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DO
        "Computing", "Communication(Not Overlapped)", "Overlapped", "Free", "Preparing"
 FROM step_trace ORDER BY "Rank", "Device", "Step" NULLS LAST LIMIT row_limit;
 
--- The longest individual tasks (or CPU ops, for CPU-only traces), as op_summary has them: sorted in
--- ns, which DuckDB's top-n reads only the longest of (`_op_summary_rows`).
+-- The ops that take the most time: op_summary's rows (device tasks, or CPU ops for CPU-only
+-- traces) one row per name over every rank, device and step, with how many ran and their total,
+-- mean and longest time in µs (one row per task listed ten instances of one kernel as the top 10).
 CREATE OR REPLACE MACRO summary_top_ops(row_limit) AS TABLE
-SELECT rank AS "Rank", device AS "Device", step AS "Step", name AS "Op Name", op_type AS "OP Type",
-       task_type AS "Task Type", us(dur) AS "Task Duration(us)"
-FROM _op_summary_rows ORDER BY dur DESC, ts, rank, device LIMIT row_limit;
+SELECT name AS "Op Name", string_agg(DISTINCT task_type, ', ' ORDER BY task_type) AS "Task Type",
+       count(*) AS "Count", us(sum(dur)) AS "Total(us)", round(avg(dur) / 1000.0, 3) AS "Mean(us)",
+       us(max(dur)) AS "Max(us)"
+FROM _op_summary_rows GROUP BY name ORDER BY sum(dur) DESC, name LIMIT row_limit;
 
 -- The op types that take the most time, over all devices: a rank's device op types where it has
 -- them (its CPU ops' self time is key_averages' to show), its CPU op types where it has none.

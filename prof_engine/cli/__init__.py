@@ -286,16 +286,24 @@ def show(
     address: AddressOpt = None,
     ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
-    """Print the step breakdown, top ops, op statistics and API statistics."""
+    """Print the step breakdown, top ops, op statistics and API statistics. Long C++ names are
+    shortened (templates and arguments elided); --wide and export print them whole."""
     from prof_engine import open
     from prof_engine.cli import render
 
     _check_executor(executor, address, ranks_per_task)
     with open(run, steps, ranks=ranks, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
+        shortened = False
         for title, result in r.summary(top).items():
-            render.table(
-                result, title=title, wide=wide, more=f"a larger --top shows more; `prof-engine export {run}` writes all"
+            shortened |= render.table(
+                result,
+                title=title,
+                wide=wide,
+                more="a larger --top shows more; `prof-engine export` writes all",
+                short_names=not wide,
             )
+        if shortened:
+            render.note(render.SHORTENED)
 
 
 @app.command()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +43,130 @@ MINOR = ("Overlapped", "Preparing", "Bubble", "Stage", "Variance", "Core Type", 
 NAME_WIDTH = 48  # a name column wraps at this width at most
 TEXT_MIN, PROSE_MIN = 16, 20  # the narrowest a name or a sentence column is squeezed to
 HEADER_MIN = 14  # a header word longer than this folds
+
+
+# Names as `show` prints them, the way Nsight Systems' base names and Perfetto's slice titles read:
+# a C++ name loses its return type, template arguments (`<…>`) and argument lists, so that a 1,300-
+# character at::native kernel takes one line; `--wide` and every export keep the name whole.
+SHORT_MAX = 96  # a name still longer (rocBLAS/Tensile kernels run to 500) is cut in its middle
+SHORTENED = "… names shortened (templates <…> and arguments elided): --wide prints them whole, as export writes"
+_OPERATOR_CHARS = frozenset("<>=!+-*/%^&|~,[]")
+_OPEN = {"<": ">", "(": ")", "{": "}", "[": "]"}
+_QUALIFIERS = frozenset({"const", "volatile", "&", "&&", "noexcept"})
+_QUALIFIED = re.compile(r"\s*(?:const|volatile|noexcept|&&?)(?![\w])")
+
+
+def _closing(name: str, i: int) -> int:
+    """Index of the bracket that closes the one at `i` (len(name) if none): `<>`, `()`, `{}` and
+    `[]` nest; a `>` with no `<` open (`->` in `(Host -> Device)`) is text."""
+    stack = [_OPEN[name[i]]]
+    j = i + 1
+    while j < len(name) and stack:
+        c = name[j]
+        if name.startswith("operator", j) and (j == 0 or not (name[j - 1].isalnum() or name[j - 1] == "_")):
+            j = _after_operator(name, j)
+            continue
+        if c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c == stack[-1]:
+            stack.pop()
+        j += 1
+    return j - 1 if not stack else len(name)
+
+
+def _after_operator(name: str, i: int) -> int:
+    """Index after `operator` at `i` and its symbol (`operator<`, `operator()`, `operator<<=`)."""
+    j = i + len("operator")
+    if name.startswith("()", j):
+        return j + 2
+    while j < len(name) and name[j] in _OPERATOR_CHARS:
+        j += 1
+    return j
+
+
+def _is_cpp(name: str) -> bool:
+    """Whether `name` reads as a C++ symbol: a scope (`a::b`), a template, or a signature `f(…)`.
+    Other names (Ascend op names, `Memcpy HtoD (Host -> Device)`, `ProfilerStep#3`) stay as they are."""
+    head = name.split("(", 1)[0]
+    return "::" in name or "<" in head or (name.endswith(")") and head.isidentifier())
+
+
+def _mangled_base(name: str) -> str | None:
+    """The scope and name of an Itanium-mangled symbol (`_ZN5aiter6kernelIfEEvPT_` →
+    `aiter::kernel<…>`), which some traces (ROCm's) keep mangled; None where it is not one this reads."""
+    i, parts = 2, list[str]()
+    nested = name.startswith("N", i)
+    i += nested
+    while i < len(name) and name[i] in "rVKRO":  # a member function's cv- and ref-qualifiers
+        i += 1
+    while i < len(name):
+        if name.startswith("St", i) and not parts:
+            parts.append("std")
+            i += 2
+        m = re.match(r"\d+", name[i:])
+        if not m:
+            break
+        end = i + len(m.group()) + int(m.group())
+        parts.append(name[i + len(m.group()) : end])
+        i = end
+        if not nested or name.startswith(("I", "E"), i):
+            break
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return "::".join(parts) + ("<…>" if name.startswith("I", i) else "")
+
+
+def short_name(name: str) -> str:
+    """`name` shortened for a terminal table (see SHORT_MAX): `void at::native::foo<4, F<float>>(int,
+    …)` → `at::native::foo<…>`; a template of one plain argument stays (`cutlass::Kernel2<cutlass_80_…>`,
+    `sgemm<float>`: it names the instantiation); `(anonymous namespace)` → `(anon)`; an argument list
+    inside the name (a lambda's scope) → `(…)`, the last one (the signature's) is dropped."""
+    if name.startswith("_Z") and (base := _mangled_base(name)):
+        name = base
+    elif _is_cpp(name):
+        out: list[str] = []
+        i = 0
+        while i < len(name):
+            c = name[i]
+            if name.startswith("operator", i) and (i == 0 or not (name[i - 1].isalnum() or name[i - 1] == "_")):
+                j = _after_operator(name, i)
+                out.append(name[i:j])
+                i = j
+            elif c in _OPEN:
+                j = _closing(name, i)
+                inner = name[i + 1 : j]
+                rest = name[j + 1 :].strip()
+                if c == "<":
+                    plain = inner.strip() and not any(ch in inner for ch in "<(,: ")
+                    out.append(f"<{inner.strip()}>" if plain else "<…>")
+                elif c == "(" and inner == "anonymous namespace":
+                    out.append("(anon)")
+                elif c == "(" and (not rest or set(rest.split()) <= _QUALIFIERS or rest.startswith("[clone")):
+                    break  # the signature's arguments, then only qualifiers
+                elif c == "(":  # a function's scope (`f(int)::{lambda()#1}`): its cv-qualifiers go too
+                    out.append("(…)" if inner.strip() else "()")
+                    while m := _QUALIFIED.match(name, j + 1):
+                        j = m.end() - 1
+                elif c == "{" and inner.startswith("lambda("):
+                    k = _closing(inner, len("lambda"))
+                    args = inner[len("lambda(") : k]
+                    out.append("{lambda" + ("(…)" if args.strip() else "()") + inner[k + 1 :] + "}")
+                else:
+                    out.append(c + short_name(inner) + name[j : j + 1])
+                i = j + 1
+            else:
+                out.append(c)
+                i += 1
+        short = "".join(out).strip()
+        # the return type: what comes before the last space at depth 0 (none are left inside)
+        words = short.split(" ")
+        if len(words) > 1 and not words[-2].endswith("operator") and ("(" in name or "<" in name):
+            short = words[-1]
+        name = short or name
+    if len(name) > SHORT_MAX:
+        head = SHORT_MAX * 2 // 3
+        name = name[:head] + "…" + name[-(SHORT_MAX - head - 1) :]
+    return name
 
 
 @dataclass(frozen=True)
@@ -163,11 +288,13 @@ def table(
     more: str = "",
     hint: str = "--wide shows all",
     priority: Sequence[str] | None = None,
-) -> None:
+    short_names: bool = False,
+) -> bool:
     """Print `result` as a terminal table (its first `limit` rows): numbers whole, names wrapped,
     columns that do not fit named in a note (`priority`: the columns kept longest, most important
     first; by default the main time column and the identity ones); `… N more rows` (then `more`,
-    how to see them) where rows were left out, here or by the query (`Result.total`)."""
+    how to see them) where rows were left out, here or by the query (`Result.total`). With
+    `short_names`, names as `short_name` writes them; returns whether any was shortened."""
     arrow = result.arrow()
     head = arrow.slice(0, limit) if limit else arrow
     columns = [
@@ -175,6 +302,13 @@ def table(
         for name, typ in zip(arrow.column_names, arrow.schema.types)
     ]
     cols = [[cell_text(v) for v in c.to_pylist()] for c in head.columns]
+    shortened = False
+    if short_names:
+        for col, cells in zip(columns, cols):
+            if col.kind == "text":
+                short = [short_name(c) for c in cells]
+                shortened |= short != cells
+                cells[:] = short
     rows = list(zip(*cols)) if cols else []
     grid(
         columns,
@@ -188,6 +322,7 @@ def table(
     )
     if (left := result.total - head.num_rows) > 0:
         note(f"… {left:,} more row{'s' if left > 1 else ''}" + (f": {more}" if more else ""))
+    return shortened
 
 
 def _main_value(columns: Sequence[Column]) -> list[str]:
