@@ -153,6 +153,13 @@ def import_(
         ),
     ] = None,
     address: AddressOpt = None,
+    merge_unrelated: Annotated[
+        bool,
+        typer.Option(
+            "--merge-unrelated",
+            help="Import sources that are not one job (Ascend output and Kineto traces, different world sizes, hosts or times) as one run.",
+        ),
+    ] = False,
 ) -> None:
     """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold];
     on a Ray cluster: [bold]prof-engine import /shared/traces -o /shared/run --executor ray[/bold]"""
@@ -166,7 +173,14 @@ def import_(
     progress = _Progress()
     try:
         run = import_trace(
-            sources, output, force=force, jobs=jobs, progress=progress, executor=executor, address=address
+            sources,
+            output,
+            force=force,
+            jobs=jobs,
+            progress=progress,
+            executor=executor,
+            address=address,
+            merge_unrelated=merge_unrelated,
         )
     finally:
         progress.close()
@@ -175,6 +189,7 @@ def import_(
         m, warnings = r.manifest, r.quality_warnings()
     for skipped in m["skipped"]:
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
+    _print_left_out(m.get("left_out") or [])
     for line in warnings:
         err.print(f"Warning: {line}", highlight=False)
     err.print(
@@ -184,6 +199,18 @@ def import_(
     )
     if strict and (warnings or m["skipped"]):
         raise typer.Exit(1)
+
+
+def _print_left_out(left_out: list[dict[str, str]]) -> None:
+    """The files of the imported directories that are no trace, a line per reason: how many, a few names."""
+    from prof_engine.cli.render import err
+
+    reasons: dict[str, list[str]] = {}
+    for x in left_out:
+        reasons.setdefault(x["reason"], []).append(Path(x["path"]).name)
+    for reason, names in reasons.items():
+        shown = ", ".join(names[:3]) + (f", … ({len(names)} in all)" if len(names) > 3 else "")
+        err.print(f"Note: left out {len(names)} file(s): {reason}: {shown}", highlight=False)
 
 
 @app.command()
@@ -323,7 +350,8 @@ def report(
     address: AddressOpt = None,
     ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
-    """Write one self-contained HTML page: the step breakdown as a chart, top ops, op types, API calls.
+    """Write one self-contained HTML page: a summary (step time, where it goes, the top findings),
+    the advice, the step breakdown as a chart, top ops, op types, API calls; the manifest last.
     Example: [bold]prof-engine report run -o run.html[/bold]"""
     from prof_engine import open
     from prof_engine.cli.render import err

@@ -78,10 +78,32 @@ def _msprof_dir(path: Path) -> bool:
     )
 
 
-def expand_sources(sources: Sequence[Path]) -> list[Source]:
-    """What `sources` name: files as given; directories by their Ascend rank directories, else by
-    their *.json / *.json.gz trace files."""
+@dataclass(frozen=True)
+class LeftOut:
+    """A file of a scanned directory that is not imported, and why (the manifest's `left_out`)."""
+
+    path: Path
+    reason: str
+
+
+# Ascend-side directories: whatever lies under one is that profiler's output, never a Kineto trace.
+_ASCEND_DIR = re.compile(r".*_ascend_(pt|ms)|PROF_.*")
+
+
+def _family(fmt: str) -> str:
+    """'kineto' (Chrome/Kineto traces) or 'ascend' (every Ascend and MindSpore format): sources of
+    two families are two jobs (a torch_npu job writes no Kineto trace, and the reverse)."""
+    return "kineto" if fmt == "chrome" else "ascend"
+
+
+def expand_sources(sources: Sequence[Path], merge_unrelated: bool = False) -> tuple[list[Source], list[LeftOut]]:
+    """What `sources` name, and the files of their directories left out. Files as given;
+    directories by their profiler outputs (Ascend rank directories, msprof PROF_* directories,
+    MindSpore folders) and the *.json / *.json.gz traces outside them. Every other file of a
+    directory is left out with its reason (documentation and hidden files aside). Sources of
+    two families (Ascend output and Kineto traces) are refused as two jobs unless `merge_unrelated`."""
     found: list[Source] = []
+    left: list[LeftOut] = []
     for src in map(Path, sources):
         if not src.exists():
             raise InputError(f"{src}: no such file or directory")
@@ -93,37 +115,114 @@ def expand_sources(sources: Sequence[Path]) -> list[Source]:
         if src.is_file():
             found.append(Source(src, "mindspore_cpu" if mindspore_cpu.TIMESTAMP.fullmatch(src.name) else detect(src)))
             continue
-        rank_dirs = ascend.find_rank_dirs(src)
-        if rank_dirs:
-            found.extend(Source(d, "ascend") for d in rank_dirs)
+        units, dropped = _expand_dir(src)
+        found.extend(units)
+        left.extend(dropped)
+    _refuse_duplicates(found)
+    if not merge_unrelated:
+        _refuse_two_families(found, sources)
+    return found, left
+
+
+def _profiler_units(src: Path) -> list[Source]:
+    """The Ascend/MindSpore/msprof units at or under the directory `src` (the first layout that
+    matches, as before: a torch_npu rank directory holds msprof PROF_* directories of its own)."""
+    if rank_dirs := ascend.find_rank_dirs(src):
+        return [Source(d, "ascend") for d in rank_dirs]
+    if _msprof_dir(src) or msprof.is_device_dir(src):
+        return [Source(d, f) for d, f in msprof_output.units(src)]  # PROF_* with output, or legacy device_N/
+    if mindspore_legacy.is_legacy_dir(src):
+        return [Source(src, "mindspore_legacy")]
+    return [Source(p, "mindspore_cpu") for p in mindspore_cpu.units(src)]  # MindSpore CPU profiler output
+
+
+def _claimed(unit: Source, root: Path) -> Path:
+    """The directory a profiler unit stands for: its nearest Ascend-side directory (a rank's
+    `*_ascend_pt`, a `PROF_*`), else the unit itself (a directory) or its folder (a file)."""
+    here = unit.path if unit.path.is_dir() else unit.path.parent
+    for d in (here, *here.parents):
+        if d == root.parent or not d.is_relative_to(root):
+            break
+        if _ASCEND_DIR.fullmatch(d.name):
+            return d
+    return here
+
+
+def _expand_dir(src: Path) -> tuple[list[Source], list[LeftOut]]:
+    profiler = _profiler_units(src)
+    if not profiler and (reason := unsupported.explain(src)) is not None:
+        raise InputError(reason)
+    claimed = [_claimed(u, src) for u in profiler]
+    loose = sorted(
+        p
+        for p in src.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(src).parts)
+        and not unsupported.DOCS.fullmatch(p.name)  # README, PROVENANCE.md, *.done: never profile data
+        and not any(p.is_relative_to(c) for c in claimed)
+    )
+    traces: list[Source] = []
+    left: list[LeftOut] = []
+    runs = {m.parent for m in loose if m.name == "manifest.json"}  # prof-engine runs: this scan's own output
+    for p in loose:
+        rel = p.relative_to(src)
+        if run := next((r for r in runs if p.is_relative_to(r)), None):
+            if p.parent == run and p.name == "manifest.json":
+                left.append(LeftOut(run, "a prof-engine run (import's own output)"))
             continue
-        if _msprof_dir(src) or msprof.is_device_dir(src):
-            found.extend(Source(d, f) for d, f in msprof_output.units(src))  # PROF_* with output, or legacy device_N/
+        if any(unsupported.ANALYZE.fullmatch(d.name) for d in (p, *rel.parents)):
+            left.append(LeftOut(p, "msprof-analyze output: a report derived from profiles, not a trace"))
             continue
-        if mindspore_legacy.is_legacy_dir(src):
-            found.append(Source(src, "mindspore_legacy"))
+        if any(_ASCEND_DIR.fullmatch(d.name) for d in rel.parents if d.name):
+            left.append(LeftOut(p, "inside Ascend profiler output with no ASCEND_PROFILER_OUTPUT/ or PROF_* data"))
             continue
-        if cpu_ops := mindspore_cpu.units(src):  # MindSpore CPU profiler output without ASCEND_PROFILER_OUTPUT
-            found.extend(Source(p, "mindspore_cpu") for p in cpu_ops)
+        if not p.name.lower().endswith(_TRACE_SUFFIXES):
+            kind = "a CSV outside any profiler output directory" if p.name.endswith(".csv") else "a format not read"
+            left.append(LeftOut(p, f"not a trace: {kind}"))
             continue
-        if (reason := unsupported.explain(src)) is not None:
-            raise InputError(reason)
-        files = sorted(
-            p
-            for p in src.rglob("*")
-            if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES) and not _skipped(p.relative_to(src))
-        )
-        traces = [Source(f, detect(f)) for f in files]
+        unit = Source(p, detect(p))
         # JSON beside the traces that is no trace (a config.json, a metrics file) is not a unit:
         # as one it would fail, be left out, and shift the ranks of the traces after it
-        traces = [t for t in traces if not (t.format == "chrome" and _not_a_trace(t.path))]
-        if not traces:
-            raise InputError(
-                f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory"
-            )
-        found.extend(traces)
-    _refuse_duplicates(found)
-    return found
+        if unit.format == "chrome" and _not_a_trace(p):
+            left.append(LeftOut(p, 'JSON with no "traceEvents": not a trace'))
+            continue
+        traces.append(unit)
+    if not profiler and not traces:
+        raise InputError(f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory")
+    return profiler + traces, left
+
+
+def _where(units: list[Source], others: list[Source]) -> str:
+    """How to import `units` alone: their common folder if it holds none of `others`, else
+    their files (a few) or a glob of their folder."""
+    paths = [u.path for u in units]
+    common = Path(os.path.commonpath([str(p) for p in paths]))
+    if len(paths) == 1:
+        return str(paths[0])
+    if not any(o.path.is_relative_to(common) or common.is_relative_to(o.path) for o in others):
+        return str(common)
+    if len(paths) <= 3:
+        return " ".join(map(str, paths))
+    return f"{common}/… ({len(paths)} files: name them, or move them to a folder of their own)"
+
+
+def _refuse_two_families(units: list[Source], given: Sequence[Path]) -> None:
+    """Ascend output and Kineto traces in one import are two jobs: refuse in one line, naming
+    each and how to import it alone."""
+    families: dict[str, list[Source]] = {}
+    for u in units:
+        families.setdefault(_family(u.format), []).append(u)
+    if len(families) < 2:
+        return
+    ascend_units, kineto_units = families["ascend"], families["kineto"]
+    where = ", ".join(map(str, given))
+    raise InputError(
+        f"{where}: two jobs: Ascend/MindSpore profiler output ({len(ascend_units)} unit(s)) and "
+        f"{len(kineto_units)} Kineto/Chrome trace(s); import each into its own run "
+        f"(prof-engine import {_where(ascend_units, kineto_units)} -o RUN1; "
+        f"prof-engine import {_where(kineto_units, ascend_units)} -o RUN2), or pass --merge-unrelated "
+        "to import them as one run"
+    )
 
 
 def _not_a_trace(path: Path) -> bool:
@@ -214,6 +313,7 @@ def import_sources(
     memory_limit: str | None = None,
     executor: str | None = None,
     address: str | None = None,
+    merge_unrelated: bool = False,
 ) -> Path:
     """Import trace files or directories into the run at `out`; return its path.
 
@@ -230,6 +330,11 @@ def import_sources(
     on Ray's running or a new local instance): the sources must be at the same path on its nodes.
     A task writes its unit's tables into the run where its node sees the run's directory, else
     sends them back; this process writes the manifest last. `executor="local"` is the pool above.
+
+    Every file of a directory is imported or left out with its reason (the manifest's
+    `left_out`, the `unread_files` rule). Sources that are not one job (Ascend output beside
+    Kineto traces, different world sizes, hosts of rank-less traces, times far apart) are
+    refused unless `merge_unrelated`, which imports them as one run and says so (`unrelated_sources`).
     """
     _ray.check_executor(executor, address, InputError)
     if executor == "ray" and jobs is not None:
@@ -241,7 +346,7 @@ def import_sources(
         )
     if isinstance(sources, (str, Path)):  # one source, not the characters of its path
         sources = [sources]
-    units = expand_sources([Path(s) for s in sources])
+    units, left_out = expand_sources([Path(s) for s in sources], merge_unrelated)
     if not units:
         raise InputError("nothing to import: no trace files or profiler directories given")
     sizes = [_size(u.path) for u in units]
@@ -268,11 +373,93 @@ def import_sources(
         if failed and (len(units) == 1 or not imported):
             raise failed[0]
         _check_ranks([info for info, _ in imported])
+        unrelated = _unrelated(imported)
+        if unrelated and not merge_unrelated:
+            raise InputError(
+                f"not one job: {unrelated}; import each job into its own run, "
+                "or pass --merge-unrelated to import them as one"
+            )
         findings = _rank_findings([info for info, _ in imported])
+        findings += _left_out_findings(left_out, failed, len(units), unrelated)
         formats = sorted({info.format for info, _ in imported})
         return builder.finalize(
-            imported, "+".join(formats), metadata, skipped=[{"error": str(e)} for e in failed], findings=findings
+            imported,
+            "+".join(formats),
+            metadata,
+            skipped=[{"error": str(e)} for e in failed],
+            findings=findings,
+            extra={"left_out": [{"path": str(x.path), "reason": x.reason} for x in left_out[:_LEFT_OUT_KEPT]]},
         )
+
+
+_LEFT_OUT_KEPT = 1000  # left-out files the manifest names; the finding counts them all
+# Ranks of one job record the same steps: their spans overlap, give or take clock skew. Traces
+# further apart than this and than the longer one's span are two captures, not two ranks.
+_APART_NS = 60 * 10**9
+
+
+def _unrelated(imported: list[tuple[SourceFile, Finalized]]) -> str:
+    """Why the imported sources are not one job ('' when they may be): two source formats,
+    world sizes, hosts of traces that name no rank, or spans far apart."""
+    infos = [info for info, _ in imported]
+    if len(infos) < 2:
+        return ""
+    reasons = []
+    if len(formats := {i.format for i in infos}) > 1:
+        reasons.append(f"formats {', '.join(sorted(formats))}")
+    worlds = {
+        w
+        for i in infos
+        if isinstance(d := i.info.get("distributedInfo"), dict)
+        and isinstance(w := d.get("world_size"), int)
+        and not isinstance(w, bool)
+    }
+    if len(worlds) > 1:
+        reasons.append(f"world sizes {', '.join(map(str, sorted(worlds)))}")
+    rankless = [i for i in infos if i.info.get("rank_from") == "file order"]
+    if len(hosts := {i.host for i in rankless if i.host}) > 1:
+        reasons.append(f"traces naming no rank from hosts {', '.join(sorted(hosts))}")
+    spans = sorted(
+        (done.summary["start_ns"], done.summary["end_ns"], info.path)
+        for info, done in imported
+        if done.summary.get("start_ns") is not None and done.summary.get("end_ns") is not None
+    )
+    end, longest = None, 0
+    for start, stop, path in spans:
+        if end is not None and start - end > max(_APART_NS, longest):
+            reasons.append(f"{Path(path).name} starts {(start - end) / 1e9:,.0f} s after the traces before it end")
+            break
+        end, longest = stop if end is None else max(end, stop), max(longest, stop - start)
+    return "; ".join(reasons)
+
+
+def _left_out_findings(
+    left_out: list[LeftOut], failed: list[ProfEngineError], units: int, unrelated: str
+) -> list[dict[str, Any]]:
+    """The run's findings of what was not imported: units that failed (`left_out_units`), files
+    of the scanned directories that are no trace (`unread_files`), sources merged on request."""
+    found: list[dict[str, Any]] = []
+    if failed:
+        found.append(
+            {
+                "rule": "left_out_units",
+                "count": len(failed),
+                "total": units,
+                "detail": str(failed[0])[:300],
+                "rank": None,
+            }
+        )
+    if left_out:
+        reasons: dict[str, list[LeftOut]] = {}
+        for x in left_out:
+            reasons.setdefault(x.reason, []).append(x)
+        detail = "; ".join(f"{len(xs)} × {xs[0].reason} (e.g. {xs[0].path.name})" for xs in reasons.values())
+        found.append(
+            {"rule": "unread_files", "count": len(left_out), "total": None, "detail": detail[:500], "rank": None}
+        )
+    if unrelated:
+        found.append({"rule": "unrelated_sources", "count": 1, "total": None, "detail": unrelated, "rank": None})
+    return found
 
 
 def _import_unit(
@@ -433,7 +620,7 @@ def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -
             bytes=_size(unit.path),
             events=sum(conv.counts.values()),
             lanes=list(conv.lanes.values()),
-            info={"rank_from": "file order" if rank is None else "profiler_info", **info, **anomalies(conv)},
+            info={"rank_from": "file order" if rank is None else "profiler_info", **ascend.with_anomalies(info, conv)},
         )
     reader, conv = convert_file(unit.path, index, sink, step)
     return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)

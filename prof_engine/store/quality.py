@@ -27,6 +27,15 @@ RULES: dict[str, str] = {
     "unknown_categories": "event categories this build does not know: kind 'other', in slice_statistic and the timeline but no kind-based report",
     "unmatched_vendor_rows": "vendor summary rows (kernel_details) matched to no trace record",
     "ragged_vendor_rows": "vendor CSV rows with more or fewer cells than their header: cells after the name and times dropped (shifted)",
+    "vendor_rows_left_out": "vendor CSV rows that cannot be read (a stray quote, a row cut short or too long, a truncated file): left out, what they hold missing",
+    "vendor_file_left_out": "vendor files the import cannot use (a column it needs missing, no rows): left out, what they hold missing from the run",
+    "unlisted_device_tasks": "device tasks after the end of a truncated kernel list (kernel_details.csv): kernel or not by their task type alone, without op type or shapes",
+    "duplicate_vendor_rows": "exact duplicate rows in a profiler database's record table (TASK, PYTORCH_API, ...): read once",
+    "vendor_summary_mismatch": "a vendor summary beside the records (step_trace_time.csv, op_statistic.csv) disagrees with the same report rebuilt from the imported records beyond the vendor's rounding: records are missing, or the file is of another capture",
+    "long_names_cut": "names over 64 Ki characters (no real one is): cut to that length, so records of two such names may share one",
+    "left_out_units": "import units (trace files, rank directories) that failed to import: left out of the run (the manifest's `skipped` says why)",
+    "unread_files": "files of the imported directories that hold no trace prof-engine reads (configs, derived reports, other formats): not imported (the manifest's `left_out` names them)",
+    "unrelated_sources": "sources of different jobs (formats, world sizes, hosts, times far apart) imported as one run on request (--merge-unrelated): cluster views compare unrelated ranks",
     # --- computed from the tables (queries/data_quality.sql)
     "other_records": "records of no known kind ('other') and no category: in slice_statistic and the timeline but no kind-based report",
     "unlinked_device_records": "device tasks linked to no host launch (no correlation id, or its launch missing)",
@@ -38,7 +47,7 @@ RULES: dict[str, str] = {
 
 # Rules that say how the data was read, not that a number may be wrong: `data_quality` and
 # `check` list them, `import` does not warn and `--strict` does not fail on them.
-NOTES = frozenset({"clock_anchor"})
+NOTES = frozenset({"clock_anchor", "unread_files"})
 
 
 def level(rule: str) -> str:
