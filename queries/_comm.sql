@@ -23,6 +23,9 @@ WHERE s.kind = 'comm' AND (s.device <> 'host' OR s.rank IN (SELECT rank FROM _ho
 -- them; legacy msprof timelines put the op thread after the planes: then the nearest one after) —
 -- whose window holds the task's end (msprof attributes a task to the op whose window its end falls
 -- in; a task ending exactly where an op starts belongs to the op before, unless it lasts 0 ns).
+-- The window's end is the vendor's, to the ns: trace_view.json writes durations in µs with sub-ns
+-- digits, each end rounded to a whole ns here, so a task whose end the source puts up to 1 ns past
+-- its op's (an op's last Reduce_Inline ending 0.69 ns after it) lies in the window.
 -- Plane: the thread, in trace order. Roles, per plane in time order:
 --   transit — an SDMA Memcpy/Reduce_Inline over a link other than ON_CHIP (local copies are not
 --             transit), or an RDMA transfer: a task of transport RDMA followed by RDMASend and
@@ -57,7 +60,7 @@ WITH ops AS (
     ASOF JOIN ops o ON o.rank = t.rank AND o.device = t.device AND coalesce(o.pid, '') = coalesce(t.pid, '')
          AND coalesce(o.lane, -1) = coalesce(t.group_lane, -1) AND t.ts + greatest(t.dur, 1) - 1 >= o.ts
     LEFT JOIN comm c ON c.slice_id = t.id
-    WHERE t.ts + t.dur <= o.te
+    WHERE t.ts + t.dur <= o.te + 1
 ), ordered AS (
     SELECT *,
            transport = 'RDMA' AND lead(name, 1) OVER p = 'RDMASend' AND lead(name, 2) OVER p = 'Notify_Wait'

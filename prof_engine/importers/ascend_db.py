@@ -12,8 +12,8 @@ job give the same canonical tables:
 * CANN_API → api, named `<Layer>@<api>` as trace_view.json's CANN lane (`AscendCL@aclrtMemcpyAsync`),
   level (ENUM_API_TYPE) in `args.level`, correlation = connectionId.
 * TASK (⋈ COMPUTE_TASK_INFO) → kernel with its op type and core type; other tasks → memcpy / sync,
-  or `other` for a compute-typed task without compute info (HCCL/FFTS container tasks), as the
-  Ascend Hardware lane with kernel_details.csv.
+  or `other` for a compute-typed task without compute info (HCCL/FFTS container tasks, category
+  `container_task`), as the Ascend Hardware lane with kernel_details.csv.
 * COMMUNICATION_OP → comm (+ a comm row: collective, group, dtype, count);
   COMMUNICATION_TASK_INFO ⋈ TASK → comm_task (+ a comm row: src/dst rank, transport, bytes).
 * memory tables → counters and memory_events (ascend_db_memory.py); hardware counter tables
@@ -51,6 +51,8 @@ from prof_engine.importers.chrome import ChromeConverter, Sink
 DB_NAME = re.compile(r"ascend_(pytorch|mindspore)_profiler(_\d+)?\.db")
 FETCH_ROWS = 20_000
 RECORD_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
+# Category of a device task that contains others (`_task`): kind other, counted by no report.
+CONTAINER_TASK = "container_task"
 # trace_view.json lane sort indices of this torch_npu generation (pid = os_pid << 10 | index << 5 | device).
 LANE_INDEX = {
     "CANN": 7,
@@ -487,6 +489,10 @@ class DbConverter(ChromeConverter):
         stream, task, ctx, model = ids
         name, core, op_type, shapes, dtypes = map(_unquoted, kernel) if kernel else (None, None, None, None, None)
         kind = task_kind(ttype, bool(kernel), kernels)
+        # A compute-typed task the database's compute list leaves out is a container: of an FFTS+ or
+        # mix kernel, or of an HCCL op (it encloses the listed kernel or the op's tasks, of its own
+        # connection id). No report counts it, as no msprof report does: known, not unclassified.
+        category = CONTAINER_TASK if kind == "other" and ttype and kernels else None
         _, pid, tid = self._task_stream(dev, gpid, stream)
         args = {
             "Model Id": model,
@@ -504,6 +510,7 @@ class DbConverter(ChromeConverter):
             start,
             end,
             device=f"npu{dev}",
+            category=category,
             pid=pid,
             tid=tid,
             stream=stream,

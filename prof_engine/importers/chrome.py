@@ -149,7 +149,9 @@ def anomalies(conv: ChromeConverter) -> dict[str, Any]:
     if unknown:
         named = ", ".join(f"{c!r} ({n})" for c, n in unknown.most_common(5))
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        add_finding(out, "unknown_categories", sum(unknown.values()), f"categories {named}{more}")
+        # a share of the source's slices (ids count them), not of its events: a B/E pair is two
+        slices = conv.seq - (conv.file_index << 40)
+        add_finding(out, "unknown_categories", sum(unknown.values()), f"categories {named}{more}", total=slices)
     return out
 
 
