@@ -348,15 +348,19 @@ def test_l2_rows_go_to_their_tasks_in_order(tmp_path):
         None,
         {"L2 Hit Rate": None, "L2 Victim Rate": 0.2},
     ]
-    # a file of other columns adds nothing and fails nothing
+    # a file of other columns adds nothing and fails nothing, and is said (issue 38, item 19)
     path.write_text("Stream,Task,L2 Rate\n2,8,0.4\n", encoding="utf-8")
-    with_l2_cache(rows, path)
+    info: dict = {}
+    with_l2_cache(rows, path, info, "npu0")
     assert rows[1].get("_rest") is None
+    (finding,) = info["findings"]
+    assert finding["rule"] == "vendor_file_left_out" and "Stream Id" in finding["detail"]
 
 
 def test_memory_files_of_other_columns_add_nothing(tmp_path):
     """A memory file whose header lacks a column it needs (another version's) adds nothing, and one
-    that lacks only optional columns adds what it has: neither fails the import."""
+    that lacks only optional columns adds what it has: neither fails the import; the first is the
+    finding `vendor_file_left_out`, naming the file and the column."""
     from prof_engine.importers.ascend_memory import convert_memory
 
     class Conv:
@@ -373,7 +377,11 @@ def test_memory_files_of_other_columns_add_nothing(tmp_path):
     )
     (tmp_path / "memory_record.csv").write_text("Component,Total Reserved(MB)\nPTA,3\n", encoding="utf-8")  # no time
     conv = Conv()
-    convert_memory(tmp_path, conv)
+    info: dict = {}
+    convert_memory(tmp_path, conv, info)
+    (finding,) = info["findings"]
+    assert finding["rule"] == "vendor_file_left_out"
+    assert "memory_record.csv" in finding["detail"] and "Timestamp(us)" in finding["detail"]
     assert conv.rows == [
         (
             "memory_events",

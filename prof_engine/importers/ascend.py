@@ -15,7 +15,6 @@ MindSpore's host CPU ops (`CPU OP` lane, FRAMEWORK/cpu_op_* files), `Scope Layer
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -24,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from prof_engine.errors import InputError
-from prof_engine.importers import classify, mindspore_cpu
-from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
+from prof_engine.importers import classify, mindspore_cpu, vendor_csv
+from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text, anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import BadTime, us_text_to_ns
+from prof_engine.importers.vendor_csv import VendorCsv
 from prof_engine.store.quality import add_finding
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -113,54 +113,102 @@ def read_csv(
     limit: int | None = None,
     rest: tuple[str, ...] | None = None,
     times: tuple[str, ...] = (),
+    *,
+    info: dict[str, Any] | None = None,
+    device: str | None = None,
+    ragged: bool = False,
+    optional: bool = False,
 ) -> list[dict[str, Any]]:
-    """Rows of an Ascend CSV with columns resolved by name through `columns` (headers drift across
-    versions), trailing tabs stripped and sentinels mapped to None. With `rest` (headers to leave
-    out of it), the other columns that hold a value are kept too, by header, in `row["_rest"]`,
-    numbers as numbers. Each key of `times` (columns of µs) has its cell in ns too, as
-    `row[key + "_ns"]` (None where empty); a cell that is not a time names the file and column.
-    A row of more or fewer cells than the header (the 2023 exporter left a cell out) has its
-    cells shifted from an unknown place on: with `required`, it keeps only its cells up to the
-    last required column (names and times come first in every version), and `row["_ragged"]`."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            return []
-        index = {}
-        for key, names in columns.items():
-            found = next((header.index(n) for n in names if n in header), None)
-            if found is not None:
-                index[key] = found
-        used = set(index.values())
-        last_required = max((index[k] for k in required if k in index), default=-1)
-        rows: list[dict[str, Any]] = []
-        for line in reader:
-            if limit is not None and len(rows) >= limit:
-                break
-            if not line:
-                continue
-            ragged = len(line) != len(header) and last_required >= 0
-            if ragged:
-                line = line[: last_required + 1]
-            row: dict[str, Any] = {key: _cell(line, i) for key, i in index.items()}
-            if ragged:
-                row["_ragged"] = True
-            if rest is not None:
-                row["_rest"] = {
-                    h: _number(v)
-                    for i, h in enumerate(header)
-                    if i not in used and h not in rest and (v := _cell(line, i)) is not None
-                }
-            for key in times:
-                if key in index:
-                    row[f"{key}_ns"] = cell_time(path, header[index[key]], row[key])
-            rows.append(row)
+    """Rows of an Ascend CSV (`read_rows`, without the reader)."""
+    return read_rows(
+        path, columns, required, limit, rest, times, info=info, device=device, ragged=ragged, optional=optional
+    )[0]
+
+
+def read_rows(
+    path: Path,
+    columns: Mapping[str, tuple[str, ...]],
+    required: tuple[str, ...] = ("Name", "Start", "Duration"),
+    limit: int | None = None,
+    rest: tuple[str, ...] | None = None,
+    times: tuple[str, ...] = (),
+    *,
+    info: dict[str, Any] | None = None,
+    device: str | None = None,
+    ragged: bool = False,
+    optional: bool = False,
+) -> tuple[list[dict[str, Any]], VendorCsv]:
+    """Rows of an Ascend CSV, read strictly (`vendor_csv`), with columns resolved by name through
+    `columns` (headers drift across versions), trailing tabs stripped and sentinels mapped to None;
+    and the reader (what it left out, whether the file is truncated). With `rest` (headers to
+    leave out of it), the other columns that hold a value are kept too, by header, in
+    `row["_rest"]`, numbers as numbers. Each key of `times` (columns of µs) has its cell in ns
+    too, as `row[key + "_ns"]` (None where empty); a cell that is not a time names the file and
+    column.
+
+    What cannot be read is said, never read as empty: rows left out (a stray quote, a row cut
+    short) are the finding `vendor_rows_left_out` in `info` (an InputError without `info`); a
+    header without a column of `required` is an InputError, or with `optional` the finding
+    `vendor_file_left_out` (the file adds nothing); so is, with `info`, a file of no rows.
+    With `ragged`, a row of more or fewer cells than the header (the 2023 exporter left a cell
+    out) has its cells shifted from an unknown place on: it keeps only its cells up to the last
+    required column (names and times come first in every version), and `row["_ragged"]`; one
+    cut short before that is left out."""
+    table = VendorCsv(path, ragged=ragged)
+    header = table.header
+    index = {}
+    for key, names in columns.items():
+        found = next((header.index(n) for n in names if n in header), None)
+        if found is not None:
+            index[key] = found
     missing = [k for k in required if k not in index]
     if missing:
-        raise InputError(f"{path}: no column for {', '.join(missing)} (header: {', '.join(header[:12])})")
-    return rows
+        shown = ", ".join(columns[k][0] for k in missing)
+        what = f"{path}: no column {shown} (header: {', '.join(header[:12]) or 'none'})"
+        if not optional:
+            raise InputError(what)
+        if info is not None:
+            vendor_finding(info, "vendor_file_left_out", 1, f"{what}: left out", device)
+        return [], table
+    used = set(index.values())
+    last_required = max((index[k] for k in required), default=len(header) - 1)
+    rows: list[dict[str, Any]] = []
+    for n, line in table.rows(limit):
+        ragged_row = len(line) != len(header)
+        if ragged_row:
+            if len(line) <= last_required:  # cut before a column it needs
+                table.leave_out(vendor_csv.SHORT, n)
+                continue
+            line = line[: last_required + 1]
+        row: dict[str, Any] = {key: _cell(line, i) for key, i in index.items()}
+        if ragged_row:
+            row["_ragged"] = True
+        if rest is not None:
+            row["_rest"] = {
+                h: _number(v)
+                for i, h in enumerate(header)
+                if i not in used and h not in rest and (v := _cell(line, i)) is not None
+            }
+        for key in times:
+            if key in index:
+                row[f"{key}_ns"] = cell_time(path, header[index[key]], row[key])
+        rows.append(row)
+    if table.count():
+        if info is None:
+            raise InputError(table.error())
+        vendor_finding(info, "vendor_rows_left_out", table.count(), table.finding(), device)
+    elif not rows and info is not None and limit is None:
+        vendor_finding(info, "vendor_file_left_out", 1, f"{path}: no rows (header only): adds nothing", device)
+    return rows, table
+
+
+def vendor_finding(info: dict[str, Any], rule: str, count: int, detail: str, device: str | None) -> None:
+    """`add_finding` of a vendor file's damage (no share: files differ in size); a second file of
+    the same rule and device adds its count and its detail, so each file stays named."""
+    before = next((f for f in info.get("findings") or [] if f["rule"] == rule and f.get("device") == device), None)
+    add_finding(info, rule, count, detail, device=device, total=None)
+    if before is not None and count > 0:
+        before["detail"] = f"{before['detail']}; {detail}"
 
 
 def unquoted(v: str) -> str:
@@ -195,18 +243,21 @@ L2_COLUMNS = {
 }
 
 
-def with_l2_cache(rows: list[dict[str, Any]], path: Path) -> None:
+def with_l2_cache(
+    rows: list[dict[str, Any]], path: Path, info: dict[str, Any] | None = None, device: str | None = None
+) -> None:
     """Put l2_cache.csv's L2 hit and victim rates into the args of the kernel_details rows they are
     of (`L2 Hit Rate`, `L2 Victim Rate`; `N/A` kept as null). The file has no times: its rows are
     matched on stream, task id and name, the n-th of a key to the n-th kernel_details row of it
     (task ids repeat as they wrap; both files list the tasks in time order). A file of other
-    columns (another CANN version's) adds nothing, as the memory files do: the trace still imports."""
+    columns (another CANN version's) adds nothing, as the memory files do, and is the finding
+    `vendor_file_left_out` in `info`: the trace still imports."""
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         by_key.setdefault((_int(r.get("Stream")), _int(r.get("Task")), r["Name"]), []).append(r)
-    for l2 in read_csv(path, L2_COLUMNS, required=()):
+    for l2 in read_csv(path, L2_COLUMNS, required=tuple(L2_COLUMNS), info=info, device=device, optional=True):
         matches = by_key.get((_int(l2.get("Stream")), _int(l2.get("Task")), l2.get("Name")))
-        if matches and "Victim" in l2:
+        if matches:
             row = matches.pop(0)
             row["_rest"] = {
                 **(row.get("_rest") or {}),
@@ -254,6 +305,30 @@ def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
     return None
 
 
+def checked_dur(conv: ChromeConverter, name: str, ts: int, dur: int) -> int | None:
+    """The Kineto path's value checks (`ChromeConverter._slice`) for a record of another source:
+    a start 2^62 ns or more from 0, or a duration over a week (an `endNs` of 2^63-1), is no record
+    of a run: None, drop it (`values_out_of_range`); one that ends before it starts is read as
+    0 µs long (`negative_durations`). Returns the duration to store."""
+    if not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur > classify.DUR_LIMIT:
+        conv.out_of_range_seen("time", 1, name, ts, dur)
+        return None
+    if dur < 0:
+        conv.negative_durations += 1
+        return 0
+    return dur
+
+
+def with_anomalies(info: dict[str, Any], conv: ChromeConverter) -> dict[str, Any]:
+    """`info` with the converter's `chrome.anomalies` added, the findings of both kept (a plain
+    `{**info, **anomalies(conv)}` would replace the importer's findings with the converter's)."""
+    odd = anomalies(conv)
+    merged = {**info, **odd, "findings": [*(info.get("findings") or []), *(odd.get("findings") or [])]}
+    if not merged["findings"]:
+        del merged["findings"]
+    return merged
+
+
 def unmatched_rows(rows: list[dict[str, Any]], matched: set[int]) -> list[dict[str, Any]]:
     """The kernel_details rows whose `id()` is not in `matched`: no trace record has them (nor
     the tasks' op types, core types and shapes they hold)."""
@@ -264,6 +339,10 @@ class AscendConverter(ChromeConverter):
     """trace_view.json lanes → canonical kinds and devices (see the module docstring)."""
 
     cpu_ops: Path | None = None  # MindSpore's cpu_op_execute_timestamp file, read instead of the CPU OP lane
+    # Where kernel_details.csv is truncated: its last row's start (ns). A task after it has no row
+    # because the file ends, not because it is no compute op: typed by its task type alone.
+    kernels_until: int | None = None
+    past_list = 0  # device tasks after `kernels_until` with no kernel_details row
 
     def __init__(
         self, file_index: int, sink: Sink, meta: list[Event], kernels: dict[tuple, dict], device_index: int = 0
@@ -331,7 +410,9 @@ class AscendConverter(ChromeConverter):
         task_type = _text(a.ascend_task_type) or ""
         ts = us_text_to_ns(ev.ts) or 0
         row = self._kernel_row((stream, _int(a.task_id)), ts) or self._kernel_row((name,), ts)
-        kind = task_kind(task_type, row is not None, bool(self.kernels))
+        listed = bool(self.kernels) and (self.kernels_until is None or ts <= self.kernels_until)
+        self.past_list += row is None and bool(self.kernels) and not listed
+        kind = task_kind(task_type, row is not None, listed)
         return Described(
             kind,
             device,
@@ -415,11 +496,18 @@ def convert_rank_dir(
     out = rank_dir / OUTPUT_DIR
     trace = out / "trace_view.json"
     kernel_csv = out / "kernel_details.csv"
-    # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
-    rows = read_csv(kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED, times=KERNEL_TIMES) if kernel_csv.is_file() else []
-    if rows and (out / "l2_cache.csv").is_file():
-        with_l2_cache(rows, out / "l2_cache.csv")
     info = _rank_info(rank_dir)
+    device = f"npu{device_index(out)}"
+    # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
+    rows, table = (
+        read_rows(
+            kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED, times=KERNEL_TIMES, info=info, device=device, ragged=True
+        )
+        if kernel_csv.is_file()
+        else ([], None)
+    )
+    if rows and (out / "l2_cache.csv").is_file():
+        with_l2_cache(rows, out / "l2_cache.csv", info, device)
     ragged = [r for r in rows if r.get("_ragged")]
     if ragged:
         add_finding(
@@ -428,18 +516,28 @@ def convert_rank_dir(
             len(ragged),
             f"{kernel_csv}: {len(ragged)} rows of more or fewer cells than the header: kept up to "
             f"Duration (first: {ragged[0].get('Name')})",
-            device=f"npu{device_index(out)}",
+            device=device,
         )
     cpu_ops = mindspore_cpu.timestamp_file(rank_dir)
     if trace.is_file():
         conv = AscendConverter(file_index, sink, _metadata(trace), _kernel_index(rows), device_index(out))
         conv.cpu_ops = cpu_ops
+        if table is not None and table.truncated and rows:
+            conv.kernels_until = max((r["Start_ns"] for r in rows if r["Start_ns"] is not None), default=None)
         for events in ChromeTraceReader(trace, progress=progress).chunks():
             conv.feed(events)
         if cpu_ops is not None:
             mindspore_cpu.add_ops(conv, cpu_ops, info)
-        convert_memory(out, conv)
+        convert_memory(out, conv, info)
         conv.finish()
+        add_finding(
+            info,
+            "unlisted_device_tasks",
+            conv.past_list,
+            f"{kernel_csv} ends mid-row (truncated): {conv.past_list} trace_view.json device tasks after its "
+            f"last row (start {conv.kernels_until} ns) have no row: kernel or not by their task type alone",
+            device=device,
+        )
         lost = unmatched_rows(rows, conv.matched)
         if lost:
             add_finding(
@@ -456,7 +554,7 @@ def convert_rank_dir(
         _kernel_rows_as_slices(conv, rows)
         if cpu_ops is not None:
             mindspore_cpu.add_ops(conv, cpu_ops, info)
-        convert_memory(out, conv)
+        convert_memory(out, conv, info)
         conv.finish()
         return conv, info
     from prof_engine.importers import ascend_db  # imports this module: import here, not at the top
@@ -464,6 +562,8 @@ def convert_rank_dir(
     database = ascend_db.find_db(out)
     if database is not None:  # exported with export_type=db
         db_conv = ascend_db.convert_db(database, file_index, sink, progress)
+        for f in db_conv.info.get("findings") or []:
+            vendor_finding(info, f["rule"], f["count"], f["detail"], f.get("device"))
         add_finding(
             info,
             "unmatched_vendor_rows",
@@ -492,7 +592,8 @@ def device_index(output_dir: Path) -> int:
     for name in ("memory_record.csv", "npu_module_mem.csv", "operator_memory.csv"):
         path = output_dir / name
         if path.is_file():
-            for row in read_csv(path, {"Device": ("Device Type", "Device")}, required=(), limit=1):
+            # the first readable row (what the others hold is said where the file is read)
+            for row in read_csv(path, {"Device": ("Device Type", "Device")}, required=(), limit=1, info={}):
                 m = re.search(r"(\d+)\s*$", row.get("Device") or "")
                 if m:
                     return int(m.group(1))
@@ -503,8 +604,9 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
     """Device tasks straight from kernel_details.csv (no trace; rows read with `KERNEL_TIMES`):
     step from its Step Id column, task id in the args as the trace's tasks have it (`Task Id`)."""
     for r in rows:
-        start, dur = r["Start_ns"], r["Duration_ns"]
-        if start is None:
+        start = r["Start_ns"]
+        dur = None if start is None else checked_dur(conv, r["Name"] or "", start, r["Duration_ns"] or 0)
+        if dur is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
         args = {**(r.get("_rest") or {}), **({"Task Id": task} if (task := _int(r.get("Task"))) is not None else {})}
@@ -522,7 +624,7 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
                 "op_type": r.get("Type"),
                 "task_type": r.get("Core"),
                 "ts": start,
-                "dur": max(dur or 0, 0),
+                "dur": dur,
                 "stream": _int(r.get("Stream")),
                 "input_shapes": r.get("Shapes"),
                 "input_types": r.get("Types"),
@@ -531,10 +633,10 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
         )
 
 
-def convert_memory(output_dir: Path, conv: ChromeConverter) -> None:
+def convert_memory(output_dir: Path, conv: ChromeConverter, info: dict[str, Any]) -> None:
     from prof_engine.importers.ascend_memory import convert_memory as convert
 
-    convert(output_dir, conv)
+    convert(output_dir, conv, info)
 
 
 def _rank_info(rank_dir: Path) -> dict[str, Any]:

@@ -42,7 +42,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
-from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind, unquoted
+from prof_engine.importers.ascend import NULLS, _rank_or_none, checked_dur, task_kind, unquoted, vendor_finding
 from prof_engine.importers.ascend_db_counters import convert_db_counters
 from prof_engine.importers.ascend_db_flows import convert_db_flows
 from prof_engine.importers.ascend_db_memory import convert_db_memory
@@ -53,6 +53,9 @@ FETCH_ROWS = 20_000
 RECORD_TABLES = ("PYTORCH_API", "CANN_API", "TASK")
 # Category of a device task that contains others (`_task`): kind other, counted by no report.
 CONTAINER_TASK = "container_task"
+# Tables of one row per record: an exact duplicate row would count its record twice (a doubled
+# TASK doubles every kernel count), so each is read as its distinct rows where it has duplicates.
+DEDUPED_TABLES = (*RECORD_TABLES, "COMPUTE_TASK_INFO", "COMMUNICATION_OP", "COMMUNICATION_TASK_INFO")
 # trace_view.json lane sort indices of this torch_npu generation (pid = os_pid << 10 | index << 5 | device).
 LANE_INDEX = {
     "CANN": 7,
@@ -164,14 +167,26 @@ class _Db:
             self._copy.cleanup()
 
     def load_schema(self) -> None:
-        """Tables and their columns (PRAGMA table_info); InputError if the record tables are missing."""
-        names = [r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        """Tables (and views: a table may be written as one) and their columns (PRAGMA table_info);
+        InputError if the record tables are missing. A record table with exact duplicate rows is
+        shadowed by a temporary view of its distinct rows (`duplicates` counts what it drops)."""
+        names = [r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         self.columns = {t: {r[1] for r in self.con.execute(f'PRAGMA table_info("{t}")')} for t in names}
         if "STRING_IDS" not in self.columns or not any(t in self.columns for t in RECORD_TABLES):
             raise InputError(
                 f"{self.path}: not an Ascend profiler database (needs STRING_IDS and one of "
                 f"{', '.join(RECORD_TABLES)}; has {', '.join(sorted(names)[:12]) or 'no tables'})"
             )
+        self.duplicates: dict[str, int] = {}
+        for t in DEDUPED_TABLES:
+            if t in self.columns:
+                n = self.scalar(
+                    f'SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT * FROM main."{t}")) FROM main."{t}"'
+                )
+                if n:
+                    # unqualified names find the temp schema first: every reader of `t` reads it once
+                    self.con.execute(f'CREATE TEMP VIEW "{t}" AS SELECT DISTINCT * FROM main."{t}"')
+                    self.duplicates[t] = n
 
     def has(self, table: str, *required: str) -> bool:
         cols = self.columns.get(table)
@@ -217,6 +232,15 @@ class DbConverter(ChromeConverter):
         self.os_pid = self._os_pid()
         self.api_types = db.enum("ENUM_API_TYPE", API_TYPES)
         self.unmatched_compute = 0  # COMPUTE_TASK_INFO rows of no TASK row with a start and end
+        self.info: dict[str, Any] = {}  # its findings (store.quality), for the source's info
+        for table, n in db.duplicates.items():
+            vendor_finding(
+                self.info,
+                "duplicate_vendor_rows",
+                n,
+                f"{db.path}: table {table}: {n} exact duplicate rows, each read once",
+                f"npu{self.device}",
+            )
 
     def _device_id(self) -> int:
         """The rank's device: RANK_DEVICE_MAP, else NPU_INFO, else the first task's; 0 if none."""
@@ -258,6 +282,9 @@ class DbConverter(ChromeConverter):
 
     # -- rows -----------------------------------------------------------------------------------
     def _add_slice(self, source: str, kind: str, name: str, ts: int, end: int, **values: Any) -> None:
+        dur = checked_dur(self, name, ts, end - ts)  # the Kineto path's value checks
+        if dur is None:
+            return
         self.seq += 1
         self.counts[source] = self.counts.get(source, 0) + 1
         values.update(
@@ -266,7 +293,7 @@ class DbConverter(ChromeConverter):
             kind=kind,
             name=name,
             ts=ts,
-            dur=max(end - ts, 0),
+            dur=dur,
             step=classify.step_number(name) if kind == "step" else None,
         )
         self.add_row("slices", values)
@@ -408,6 +435,13 @@ class DbConverter(ChromeConverter):
             return
         t = lambda *n: db.col("t", "TASK", *n)  # noqa: E731
         compute = db.has("COMPUTE_TASK_INFO", "globalTaskId")
+        if not compute and db.scalar("SELECT 1 FROM TASK LIMIT 1") is not None:
+            # the compute-op list tells kernels from HCCL's own tasks: without it every
+            # communication task would be read as compute (Computing 8,900 -> 99,002 µs)
+            raise InputError(
+                f"{db.path}: table COMPUTE_TASK_INFO is missing, and TASK holds device tasks: without it "
+                "compute tasks cannot be told from communication and others (a damaged database?)"
+            )
         kernels = self._kernel_list()
         k = lambda *n: db.col("k", "COMPUTE_TASK_INFO", *n) if compute else "NULL"  # noqa: E731
         join = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers.ascend import cell_time, read_csv
@@ -63,19 +64,25 @@ def _bytes(path: Path, column: str, text: str | None, unit: int) -> float | None
     return value
 
 
-def _rows(path: Path, columns: Mapping[str, tuple[str, ...]], needed: tuple[str, ...]) -> list[dict[str, str | None]]:
+def _rows(
+    path: Path, columns: Mapping[str, tuple[str, ...]], needed: tuple[str, ...], info: dict[str, Any], device: str
+) -> list[dict[str, str | None]]:
     """The rows of a memory file, with a key per column of `columns` its header has; none where
     the header lacks one of `needed` (another version's columns: the file adds nothing, and the
-    trace still imports)."""
-    rows = read_csv(path, columns, required=()) if path.is_file() else []
-    return rows if rows and all(k in rows[0] for k in needed) else []
+    trace still imports), which is the finding `vendor_file_left_out` in `info`, as rows that
+    cannot be read are `vendor_rows_left_out` (`ascend.read_rows`)."""
+    if not path.is_file():
+        return []
+    return read_csv(path, columns, required=needed, info=info, device=device, optional=True)
 
 
-def convert_memory(output_dir: Path, conv) -> None:
-    """Add the memory files of `output_dir` (ASCEND_PROFILER_OUTPUT) to converter `conv`'s tables."""
+def convert_memory(output_dir: Path, conv, info: dict[str, Any]) -> None:
+    """Add the memory files of `output_dir` (ASCEND_PROFILER_OUTPUT) to converter `conv`'s tables;
+    what they hold that cannot be read goes to the source's `info` as findings."""
+    dev = f"npu{getattr(conv, 'device_index', 0)}"
     for fname, prefix in (("memory_record.csv", "memory"), ("npu_module_mem.csv", "module_memory")):
         path = output_dir / fname
-        for r in _rows(path, RECORD, ("Component", "Timestamp")):
+        for r in _rows(path, RECORD, ("Component", "Timestamp"), info, dev):
             ts = cell_time(path, "Timestamp(us)", r["Timestamp"])
             if ts is None or r["Component"] is None:
                 continue
@@ -95,7 +102,7 @@ def convert_memory(output_dir: Path, conv) -> None:
                     },
                 )
     path = output_dir / "operator_memory.csv"
-    for r in _rows(path, OPERATOR, ("Name", "Size", "Alloc")):
+    for r in _rows(path, OPERATOR, ("Name", "Size", "Alloc"), info, dev):
         size = _bytes(path, "Size(KB)", r["Size"], 1024)
         if size is None:
             continue

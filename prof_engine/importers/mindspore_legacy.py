@@ -23,7 +23,6 @@ MindSpore ≥ 2.3. hccl_raw alone cannot make communication slices either: it ha
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from typing import NoReturn
 from prof_engine.errors import InputError
 from prof_engine.importers.chrome import Sink
 from prof_engine.importers.jsonstream import read_json
+from prof_engine.importers.vendor_csv import VendorCsv
 
 STEP_TRACE = re.compile(r"step_trace_raw_(\d+)_detail_time\.csv")
 HCCL_RAW = re.compile(r"hccl_raw_(\d+)\.csv")
@@ -54,11 +54,20 @@ def ranks(path: Path) -> list[int]:
     return sorted(found)
 
 
+def _dict_rows(csv_path: Path) -> list[dict[str, str]]:
+    """The rows of a summary by header, read strictly (`vendor_csv`): a row that cannot be read is
+    an error naming the file and line (the counts this importer reports are of every row)."""
+    table = VendorCsv(csv_path)
+    rows = [dict(zip(table.header, cells)) for _, cells in table.rows()]
+    if table.count():
+        raise InputError(table.error())
+    return rows
+
+
 def step_rows(csv_path: Path) -> list[dict[str, str]]:
     """The per-iteration rows of a step_trace_raw file (the trailing `-` average row left out),
     checked to be syscnt tick counts: `total == end_point − start_point`."""
-    with open(csv_path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f))
+    rows = _dict_rows(csv_path)
     missing = [c for c in STEP_COLUMNS if rows and c not in rows[0]]
     if not rows or missing:
         raise InputError(
@@ -80,8 +89,7 @@ def step_rows(csv_path: Path) -> list[dict[str, str]]:
 
 def hccl_rows(csv_path: Path) -> list[dict[str, object]]:
     """The per-iteration rows of an hccl_raw file with their per-op costs decoded (ms)."""
-    with open(csv_path, newline="", encoding="utf-8-sig") as f:
-        rows = [r for r in csv.DictReader(f) if (r.get("step_num") or "").strip().isdigit()]
+    rows = [r for r in _dict_rows(csv_path) if (r.get("step_num") or "").strip().isdigit()]
     try:
         return [
             {**r, "communication_operator_cost": json.loads(r["communication_operator_cost"] or "{}")} for r in rows

@@ -36,7 +36,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
-from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, anomalies
+from prof_engine.importers.chrome import Args, Described, Sink, _int, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store.builder import SourceFile
@@ -232,14 +232,13 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
         devices=[_device_info(device_id, info)],
         lanes=list(conv.lanes.values()),
         info={
-            **found,
             "rank_from": "info.json rank_id" if isinstance(rank, int) and rank >= 0 else "device id",
             "rank_id": info.get("rank_id"),
             "device_id": device_id,
             "start_info": start,
             "end_info": end,
             "timeline_files": [p.name for p in files],
-            **anomalies(conv),
+            **ascend.with_anomalies(found, conv),
         },
     )
 
@@ -282,7 +281,12 @@ def _device_info(device_id: int, info: dict[str, Any]) -> dict[str, Any]:
 def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
     """Stream a lone Ascend Chrome trace (trace_view.json, msprof_*.json) through AscendConverter."""
     kernel_csv = path.parent / "kernel_details.csv"
-    rows = ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS, times=ascend.KERNEL_TIMES) if kernel_csv.is_file() else []
+    found: dict[str, Any] = {}  # what the kernel list holds that cannot be read
+    rows = (
+        ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS, times=ascend.KERNEL_TIMES, info=found, ragged=True)
+        if kernel_csv.is_file()
+        else []
+    )
     conv = ascend.AscendConverter(index, sink, ascend._metadata(path), ascend._kernel_index(rows))
     reader = ChromeTraceReader(path)
     last, checked = 0, False
@@ -305,6 +309,7 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
         info={
             "rank_from": "profiler_info" if rank is not None else "file order",
             **({"kernel_details": str(kernel_csv)} if rows else {}),
+            **ascend.with_anomalies(found, conv),
         },
     )
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
-from prof_engine.importers.chrome import Args, Described, Sink, _text, anomalies
+from prof_engine.importers.chrome import Args, Described, Sink, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store.builder import SourceFile
 
@@ -145,12 +145,13 @@ def _first(seen: set[tuple], key: tuple) -> bool:
     return True
 
 
-def _kernel_rows(files: list[Path], default: int) -> dict[int, list[dict[str, Any]]]:
+def _kernel_rows(files: list[Path], default: int, info: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
     """op_summary rows of all slices by device id; `host` rows left out, rows without a
-    Device_id column (single-device exports) on the `default` device."""
+    Device_id column (single-device exports) on the `default` device. Rows that cannot be read
+    are the finding `vendor_rows_left_out` in `info`."""
     by_device: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        for row in ascend.read_csv(path, SUMMARY_COLUMNS, times=ascend.KERNEL_TIMES):
+        for row in ascend.read_csv(path, SUMMARY_COLUMNS, times=ascend.KERNEL_TIMES, info=info, ragged=True):
             dev = row.pop("Device", None)
             if dev is not None and dev.lower() == HOST:
                 continue
@@ -183,7 +184,8 @@ def convert(prof_dir: Path, index: int, sink: Sink, progress: Callable[[int], No
         )
     devices = _devices(prof_dir)
     default = next(iter(devices), 0)
-    kernels = _kernel_rows(summaries, default)
+    info: dict[str, Any] = {}
+    kernels = _kernel_rows(summaries, default, info)
     conv = OutputConverter(
         index,
         sink,
@@ -198,7 +200,7 @@ def convert(prof_dir: Path, index: int, sink: Sink, progress: Callable[[int], No
             ascend._kernel_rows_as_slices(conv, rows)
     conv.finish()
     progress(sum(p.stat().st_size for p in summaries))
-    return _source(prof_dir, index, conv, devices, sorted(kernels), timelines + summaries)
+    return _source(prof_dir, index, conv, devices, sorted(kernels), timelines + summaries, info)
 
 
 def _source(
@@ -208,6 +210,7 @@ def _source(
     devices: dict[int, dict[str, Any]],
     kernel_devices: list[int],
     files: list[Path],
+    found: dict[str, Any],
 ) -> SourceFile:
     """The manifest entry of a converted PROF_* directory: rank from the lowest device's rank_id."""
     ids = sorted(set(devices) | set(kernel_devices)) or [0]
@@ -228,6 +231,6 @@ def _source(
             "rank_id": info.get("rank_id"),
             "device_ids": ids,
             "output_files": [p.name for p in files],
-            **anomalies(conv),
+            **ascend.with_anomalies(found, conv),
         },
     )
