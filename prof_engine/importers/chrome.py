@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from prof_engine import schema
 from prof_engine.importers import chunkconv, classify, pychunks, scan
@@ -115,6 +116,11 @@ class Described(NamedTuple):
     more_args: dict[str, Any] | None = None  # added to the event's args (what another file says of it)
 
 
+# A name longer than this (characters) is cut to it, and counted: real names (a C++ template
+# kernel's) run to a few KiB; a hostile one of gigabytes would be held whole by every later step.
+MAX_NAME = 64 << 10
+
+
 class _Columns:
     """Column buffers of one table, flushed to the sink as validated record batches."""
 
@@ -152,6 +158,8 @@ def anomalies(conv: ChromeConverter) -> dict[str, Any]:
         # a share of the source's slices (ids count them), not of its events: a B/E pair is two
         slices = conv.seq - (conv.file_index << 40)
         add_finding(out, "unknown_categories", sum(unknown.values()), f"categories {named}{more}", total=slices)
+    n, first = conv.long_names
+    add_finding(out, "long_names_cut", n, f"names over {MAX_NAME:,} characters cut to it, the first {first!r}…")
     return out
 
 
@@ -161,7 +169,9 @@ class ChromeConverter:
     def __init__(self, file_index: int, sink: Sink) -> None:
         self.file_index = file_index
         self.seq = file_index << 40
-        self.tables = {name: _Columns(name, sink) for name, t in schema.stored_tables().items() if not t.derived}
+        self.long_names: list = [0, ""]  # names cut to MAX_NAME: how many, the first's start
+        cut = self._cut_names(sink)
+        self.tables = {name: _Columns(name, cut) for name, t in schema.stored_tables().items() if not t.derived}
         self.lanes: dict[tuple[str, str], dict[str, Any]] = {}
         self.pairing = Pairing(self._slice)  # B/E and async begin/end pairs (see importers.pairing)
         self.counts: dict[str, int] = {}
@@ -171,6 +181,24 @@ class ChromeConverter:
         # The columnar converter (`chunkconv`) reproduces the base class's per-event hooks; a
         # subclass that overrides any of them (Ascend, msprof) takes its events one by one (`feed`).
         self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
+
+    def _cut_names(self, sink: Sink) -> Sink:
+        """`sink` with every `name` over MAX_NAME characters cut to MAX_NAME (and counted)."""
+
+        def put(table: str, batch: pa.RecordBatch) -> None:
+            i = batch.schema.get_field_index("name")
+            if i >= 0 and len(batch):
+                names = batch.column(i)
+                long = pc.fill_null(pc.greater(pc.binary_length(names), MAX_NAME), False)
+                if n := pc.sum(long).as_py():
+                    cut = pc.if_else(long, pc.utf8_slice_codeunits(names, 0, MAX_NAME), names)
+                    if not self.long_names[0]:
+                        self.long_names[1] = names.filter(long)[0].as_py()[:60]
+                    self.long_names[0] += n
+                    batch = batch.set_column(i, batch.schema.field(i), cut.cast(names.type))
+            sink(table, batch)
+
+        return put
 
     def feed(self, events: list[Event]) -> None:
         """The event-by-event conversion of a chunk (subclasses; `chunkconv.feed` for the base class)."""

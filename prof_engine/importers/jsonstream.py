@@ -83,12 +83,54 @@ _EVENTS = msgspec.json.Decoder(list[Event])
 _ANY = msgspec.json.Decoder()
 
 
+# Real trace JSON gzips 10-30x (the fixtures: 14-30x); a stream that expands over 200x (whitespace,
+# one repeated byte: deflate's limit is ~1000x) is a decompression bomb, refused once RATIO_AFTER
+# bytes are out (a header alone may compress well).
+MAX_RATIO = 200
+RATIO_AFTER = 64 << 20
+
+
+class _GuardedGzip(gzip.GzipFile):
+    """A gzip file that refuses, in one line, to expand past MAX_RATIO times the compressed bytes
+    it has consumed (readinto goes through `read`)."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = open(path, "rb")
+        self._path, self._out = path, 0
+        super().__init__(fileobj=self._raw, mode="rb")
+
+    def _check(self, n: int) -> None:
+        self._out += n
+        if self._out > RATIO_AFTER and self._out > MAX_RATIO * max(consumed := self._raw.tell(), 1):
+            raise InputError(
+                f"{self._path}: gzip expands {self._out / max(consumed, 1):,.0f}x ({self._out >> 20} MiB from "
+                f"{consumed >> 10} KiB): far beyond any trace (JSON compresses 10-30x); refused as a decompression bomb"
+            )
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self._check(len(data))
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = super().read1(size)
+        self._check(len(data))
+        return data
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def open_bytes(path: Path) -> BinaryIO:
-    """Open a trace file for binary reading, gunzipping by content (not by name)."""
+    """Open a trace file for binary reading, gunzipping by content (not by name), with the
+    decompression-ratio guard of `_GuardedGzip`."""
     f = open(path, "rb")
     if f.read(2) == b"\x1f\x8b":
         f.close()
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return _GuardedGzip(path)  # type: ignore[return-value]
     f.seek(0)
     return f
 
@@ -129,6 +171,24 @@ class ChromeTraceReader:
 
     def _fail(self, what: str) -> InputError:
         return InputError(f"{self.path}: {what}")
+
+    def too_large(self, held: int) -> InputError:
+        """No event ends in the `held` bytes before what was read last (both readers say this)."""
+        return self._fail(
+            f"no event ends in {held >> 20} MiB before byte {self.bytes_read}: an event over "
+            f"{_MAX_EVENT >> 20} MiB, or padding (corrupt or hostile input)"
+        )
+
+    def read_rest(self, f: BinaryIO, rest: bytes) -> bytes:
+        """`rest` and the rest of the file, up to `_MAX_HEADER` bytes more (the keys after the
+        event array are kilobytes; gigabytes of padding there are refused, not held)."""
+        parts, size = [rest], len(rest)
+        while more := self._read(f):
+            parts.append(more)
+            size += len(more)
+            if size > _MAX_HEADER + len(rest):
+                raise self._fail(f"over {_MAX_HEADER >> 20} MiB after the event array: corrupt or hostile input")
+        return b"".join(parts)
 
     def chunks(self) -> Iterator[list[Event]]:
         return self.stream(self._chunks)
@@ -198,8 +258,8 @@ class ChromeTraceReader:
                 yield events
                 buf = buf[cut:].lstrip()
                 buf = buf[1:] if buf[:1] == b"," else buf
-            elif len(buf) > max(16 * self.chunk_bytes, _MAX_EVENT):
-                raise self._fail(f"corrupt JSON: no decodable event in {len(buf)} bytes before byte {self.bytes_read}")
+            elif len(buf) - len(more) > _MAX_EVENT:
+                raise self.too_large(len(buf) - len(more))
         yield self._decode_last(buf, seen)
 
     def _skip_header(self, f: BinaryIO, buf: bytes) -> bytes:

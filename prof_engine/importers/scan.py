@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prof_engine._native import load
+from prof_engine.importers import jsonstream
 from prof_engine.importers.jsonstream import _ANY, ChromeTraceReader, Event
 from prof_engine.importers.keys import ARGS_KEYS, TOP_KEYS, _int
 from prof_engine.importers.units import us_array_to_ns
@@ -283,6 +284,8 @@ class Scanner:
             if n == CAP:
                 continue
             rest = buf.used - pos  # an event cut by the end of the read: the next buffer starts with it
+            if rest > jsonstream._MAX_EVENT:  # memory stays bounded whatever the input: as the Python reader
+                raise r.too_large(rest)
             nxt = buffer(rest + r.chunk_bytes)
             nxt.view[:rest] = buf.view[pos : buf.used]
             got = r._readinto(f, nxt.view[rest : rest + r.chunk_bytes])
@@ -294,12 +297,7 @@ class Scanner:
     def _trailer(self, f, rest: bytes, seen: int) -> None:
         """The object's keys after the event array's ']'."""
         r = self.reader
-        while True:
-            more = r._read(f)
-            if not more:
-                break
-            rest += more
-        tail = rest.strip()
+        tail = r.read_rest(f, rest).strip()
         if r.form == "array":
             if tail:
                 raise r._fail(f"unexpected data after the event array: {tail[:40]!r}")

@@ -1,0 +1,109 @@
+"""Issue 38 item 18: bounded work on hostile or large inputs.
+
+A gzip that expands far beyond any trace is refused by its ratio, early (not after reading
+gigabytes); an event or padding too large to be real is refused in one line by both readers
+(the native scanner and the pure-Python one); a name too long to be real is cut and counted.
+The oracles are the bytes the test wrote (their sizes, the name it made).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+
+import prof_engine
+from prof_engine import _native
+from prof_engine.errors import InputError
+from prof_engine.importers import chrome, jsonstream, scan
+
+
+def _bomb(path: Path, head: bytes, mib: int) -> Path:
+    """A gzip of `head` then `mib` MiB of spaces, at deflate's best ratio (~1000x), made from one
+    compressed MiB repeated (full flushes make the segments independent): no trailer is needed,
+    the reader must stop long before the end."""
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    segment_start = co.compress(head) + co.flush(zlib.Z_FULL_FLUSH)
+    segment = co.compress(b" " * (1 << 20)) + co.flush(zlib.Z_FULL_FLUSH)
+    path.write_bytes(segment_start + segment * mib)
+    return path
+
+
+def _modes():
+    return [True, False] if _native.load() is not None else [False]
+
+
+@pytest.mark.parametrize("native", _modes())
+def test_a_gzip_bomb_is_refused_by_its_ratio_early(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(scan, "available", lambda: native)
+    monkeypatch.setattr(jsonstream, "RATIO_AFTER", 4 << 20)
+    path = _bomb(tmp_path / "bomb.json.gz", b'{"traceEvents": [', 4096)  # 4 GiB of spaces in ~4 MB
+    read = []
+    reader = jsonstream.ChromeTraceReader(path, chunk_bytes=1 << 20, progress=read.append)
+    with pytest.raises(InputError, match=r"gzip expands [\d,]+x .* refused as a decompression bomb") as e:
+        for _ in scan.Scanner(reader).chunks() if native else reader.chunks():
+            pass
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    assert sum(read) < 16 << 20  # stopped within a few MiB of the limit, not after gigabytes
+    with pytest.raises(InputError, match="decompression bomb"):
+        prof_engine.import_trace([path], tmp_path / "run", jobs=1)
+    assert not (tmp_path / "run").exists()
+
+
+def test_real_traces_are_far_below_the_ratio_limit(tmp_path):
+    events = [
+        {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {}}
+        for i in range(50_000)
+    ]
+    raw = json.dumps({"traceEvents": events}).encode()
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    packed = co.compress(raw) + co.flush()
+    assert len(raw) / len(packed) < jsonstream.MAX_RATIO / 4  # even this repetitive one: ~40x
+
+
+@pytest.mark.parametrize("native", _modes())
+def test_an_event_or_padding_too_large_is_refused_by_both_readers(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(scan, "available", lambda: native)
+    monkeypatch.setattr(jsonstream, "_MAX_EVENT", 1 << 20)
+    ev = {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    huge = dict(ev, name="n" * (3 << 20))
+    for i, body in enumerate(
+        (
+            json.dumps([ev, huge, ev]),  # one 3 MiB event
+            "[" + json.dumps(ev) + "," + " " * (3 << 20) + json.dumps(ev) + "]",  # padding between events
+        )
+    ):
+        path = tmp_path / f"t{i}.json"
+        path.write_text(body)
+        reader = jsonstream.ChromeTraceReader(path, chunk_bytes=256 << 10)
+        with pytest.raises(InputError, match=r"no event ends in \d+ MiB before byte \d+: an event over 1 MiB"):
+            for _ in scan.Scanner(reader).chunks() if native else reader.chunks():
+                pass
+    # padding after the event array: refused, not held
+    monkeypatch.setattr(jsonstream, "_MAX_HEADER", 1 << 20)
+    path = tmp_path / "tail.json"
+    path.write_text('{"traceEvents": [' + json.dumps(ev) + "]" + " " * (3 << 20) + "}")
+    reader = jsonstream.ChromeTraceReader(path, chunk_bytes=256 << 10)
+    with pytest.raises(InputError):
+        for _ in scan.Scanner(reader).chunks() if native else reader.chunks():
+            pass
+
+
+@pytest.mark.parametrize("native", _modes())
+def test_a_name_too_long_is_cut_and_counted(tmp_path, monkeypatch, native):
+    monkeypatch.setattr(scan, "available", lambda: native)
+    monkeypatch.setattr(chrome, "MAX_NAME", 1000)
+    long_name = "kernel<" + "x" * (2 << 20) + ">"
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": long_name, "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {}},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with prof_engine.open(prof_engine.import_trace([path], tmp_path / "run", jobs=1)) as run:
+        names = sorted(run.sql("select name from slices").arrow().to_pylist(), key=lambda r: len(r["name"]))
+        assert names[0]["name"] == "aten::mm" and names[1]["name"] == long_name[:1000]
+        rows = {r[2]: r for r in run.quality().rows()}
+        assert rows["long_names_cut"][3] == 1 and "kernel<xxx" in rows["long_names_cut"][6]
