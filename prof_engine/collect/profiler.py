@@ -32,6 +32,7 @@ import atexit
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import time
@@ -56,7 +57,7 @@ from prof_engine.collect.schedule import ProfilerAction, StepSchedule, as_action
 from prof_engine.collect.writer import OpRecord, StepDone, TorchCycle
 from prof_engine.store.builder import SourceFile
 from prof_engine.store.files import make_dirs
-from prof_engine.store.live import PENDING, LiveRun
+from prof_engine.store.live import COMPLETE, PENDING, LiveRun, set_aside
 
 if TYPE_CHECKING:
     import subprocess
@@ -82,6 +83,8 @@ class Profiler:
     keep_traces: also keep each torch cycle's Kineto JSON, as `<run>/traces/*.json` (for TensorBoard,
     Perfetto or `prof-engine import`).
     Settings not given here come from the file PROF_ENGINE_CONFIG names, if any (`config`).
+    An existing run at `output_path` (the script's last run) is replaced once this one is complete
+    (`force` changes nothing: kept for older callers); anything else there is refused (RunError).
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class Profiler:
         self._metadata: dict[str, Any] = {}
         self._state = "idle"
         self._writer: Handoff | None = None
+        self._previous: tuple[Path, str] | None = None  # the run this one replaces, set aside until it is complete
         self._torch = None
         self._sampler = None
         self._action = ProfilerAction.RECORD
@@ -180,9 +184,19 @@ class Profiler:
         output = Path(self.settings.output or f"prof_run_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}")
         output = _next_output(output.absolute(), rank if world > 1 else None)
         self.run_path = output / f"rank{rank}" if world > 1 else output
-        live = LiveRun(
-            self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata
-        )
+        # A re-run of the script records into the same path: the last run there is set aside (a
+        # rename), not deleted, until this one is complete (`_drop_previous`); anything else there
+        # is refused, untouched.
+        self._previous = set_aside(self.run_path)
+        try:
+            live = LiveRun(
+                self.run_path, sources=[], source_format=SOURCE_FORMAT, force=self.force, metadata=self._metadata
+            )
+        except BaseException:
+            if self._previous is not None and not self.run_path.exists():
+                os.rename(self._previous[0], self.run_path)  # put back: nothing was recorded
+                self._previous = None
+            raise
         traces = live.out / PENDING / "traces"
         make_dirs(traces)
         self._torch, self._sampler, activities, flush = open_sources(self.settings, self._torch_cycle, traces)
@@ -280,9 +294,34 @@ class Profiler:
                 self._sampler.stop()
             self._started.close(self._metadata)
             _running = None
+            self._drop_previous()
         if self.on_trace_ready is not None:
             assert self.run_path is not None  # set by start()
             self.on_trace_ready(self.run_path)
+
+    def _drop_previous(self) -> None:
+        """Delete the run this one replaced, once this one is complete, and say so in one line;
+        keep it (and say where) when this run did not complete."""
+        if self._previous is None:
+            return
+        aside, created = self._previous
+        self._previous = None
+        assert self.run_path is not None  # set by start(), with _previous
+        try:
+            state = json.loads((self.run_path / "manifest.json").read_text(encoding="utf-8")).get("state")
+        except (OSError, ValueError):
+            state = None
+        if state == COMPLETE:
+            shutil.rmtree(aside, ignore_errors=True)
+            log.warning("prof_engine: replaced run %s (recorded %s)", self.run_path, created)
+        else:
+            log.error(
+                "prof_engine: the new run %s is %s, not complete: the run it would replace (recorded %s) is kept at %s",
+                self.run_path,
+                state or "unreadable",
+                created,
+                aside,
+            )
 
     def __enter__(self) -> Profiler:
         if self._state == "idle":

@@ -183,6 +183,39 @@ class LiveRun:
         return rebuild(self.out, self.manifest, self.out, force=True)
 
 
+def is_run(path: Path) -> bool:
+    """Whether `path` holds a prof-engine run: a manifest that is a JSON object with the keys every
+    run's has (a `manifest.json` alone is common: a web app's, a user's own)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"id", "schema_version", "sources", "tables"} <= manifest.keys()
+
+
+def set_aside(out: Path) -> tuple[Path, str] | None:
+    """Make room for a new recording into `out` without deleting what is there: a run at `out`
+    is renamed (atomic, in its own directory) to a hidden sibling, returned with the time it was
+    recorded, for the caller to delete once the new run is complete. None when `out` is absent or
+    an empty directory. RunError, touching nothing, when `out` is anything but a prof-engine run:
+    a user's directory or file is never moved nor deleted."""
+    out = Path(out).absolute()
+    if not out.exists() and not out.is_symlink():
+        return None
+    if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
+        out.rmdir()
+        return None
+    if out.is_symlink() or not out.is_dir() or not is_run(out):
+        raise RunError(
+            f"{out}: exists and is not a prof-engine run; refusing to record into it (nothing there was changed): "
+            "choose another output path"
+        )
+    created = str(json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("created") or "at an unknown time")
+    aside = out.with_name(f".{out.name}.replaced-{uuid.uuid4().hex[:8]}")
+    os.rename(out, aside)
+    return aside, created
+
+
 def refresh(run: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """`manifest` with rows, devices, steps and time span recomputed from the run's partition files
     (for a run still `recording` or `interrupted`: files may have been published after its last
