@@ -19,7 +19,7 @@ RULES: dict[str, str] = {
     "negative_durations": "slices that end before they start, read as 0 µs long",
     "unclosed_slices": "B (or async b) events never ended: closed at the latest end of their thread's or track's later events",
     "unmatched_ends": "end events (E, async e) with nothing open to end on their thread or track: dropped",
-    "values_out_of_range": "slices outside any real run (over 7 days from their file's median start or 2^62 ns from 0, longer than 7 days): dropped; step numbers beyond int32: not steps",
+    "values_out_of_range": "slices outside any real run (far from the dense body of their file's starts: beyond 10 minutes and 10x the body's span, or 7 days; 2^62 ns from 0; longer than 7 days): dropped; step numbers beyond int32: not steps",
     "invented_rank": "the source says no rank: its rank is the file's position among the sources",
     "missing_ranks": "ranks of the job (its world size) with no trace in the run: cluster views cover the others",
     "clock_anchor": "times moved onto the Unix clock by an offset the source wrote (a base time, a clock anchor)",
