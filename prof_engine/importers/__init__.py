@@ -22,7 +22,15 @@ import msgspec
 from prof_engine import _ray
 from prof_engine._process import start_worker
 from prof_engine.errors import InputError, ProfEngineError
-from prof_engine.importers import ascend, mindspore_cpu, mindspore_legacy, msprof, msprof_output, unsupported
+from prof_engine.importers import (
+    ascend,
+    mindspore_cpu,
+    mindspore_legacy,
+    msprof,
+    msprof_output,
+    unsupported,
+    vendor_check,
+)
 from prof_engine.importers.chrome import anomalies, convert_file
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
@@ -382,7 +390,7 @@ def import_sources(
         findings = _rank_findings([info for info, _ in imported])
         findings += _left_out_findings(left_out, failed, len(units), unrelated)
         formats = sorted({info.format for info, _ in imported})
-        return builder.finalize(
+        run = builder.finalize(
             imported,
             "+".join(formats),
             metadata,
@@ -390,6 +398,8 @@ def import_sources(
             findings=findings,
             extra={"left_out": [{"path": str(x.path), "reason": x.reason} for x in left_out[:_LEFT_OUT_KEPT]]},
         )
+        vendor_check.check_run(run)  # vendor summaries beside the records vs the reports rebuilt from them
+        return run
 
 
 _LEFT_OUT_KEPT = 1000  # left-out files the manifest names; the finding counts them all

@@ -1,0 +1,158 @@
+"""After an import: the vendor's own summaries beside the records, compared with the same reports
+rebuilt from the imported records.
+
+torch_npu and MindSpore write, beside the raw records of a rank (trace_view.json,
+kernel_details.csv), summaries of them: `step_trace_time.csv` (what step_trace computes) and
+`op_statistic.csv` (op_statistic's device rows). Where the two disagree beyond the vendor's
+rounding, records are missing from what was imported (a kernel_details.csv of 21 rows beside a
+step_trace_time.csv of 75 ms Computing: 27 ms rebuilt, and advice saw the device 86 % idle), or the
+summary is of another capture; either way no report of the run is to be trusted as is. Each
+disagreement is said as the finding `vendor_summary_mismatch` of its source: ours, theirs, which
+file.
+
+It runs once the run is published (`check_run`, called by `import_sources`): the rebuilt reports
+are the engine's views over the run (one implementation of each computation), so this step reads
+the run like any reader and then adds its findings to the manifest's sources.
+
+The vendor's rounding: step_trace_time.csv sums intervals of sub-ns device times printed to the
+ns (up to 1 ns per device task of the step) and takes Stage and Preparing as differences of µs
+timestamps in float64 (0.25 µs apart at 1.7e15 µs); op_statistic.csv sums durations printed to
+the ns (0.5 ns per op). A value counts as a disagreement beyond `TOLERANCE_US` + 1 ns per task.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prof_engine.importers.ascend import OUTPUT_DIR, read_csv, vendor_finding
+from prof_engine.store.files import write_text
+from prof_engine.store.manifest import MANIFEST, load_manifest
+
+STEP_TRACE = "step_trace_time.csv"
+OP_STATISTIC = "op_statistic.csv"
+FORMATS = ("torch_npu", "mindspore")  # sources that are an Ascend rank directory
+STEP_COLUMNS = (
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
+)
+TOLERANCE_US = 0.5  # print rounding and float64 spacing of the vendor's µs, with room to spare
+SHOWN = 3  # disagreements named in a finding's detail (its count has them all)
+
+
+def _summaries(source: dict[str, Any]) -> list[Path]:
+    if source.get("format") not in FORMATS:
+        return []
+    out = Path(source["path"]) / OUTPUT_DIR
+    return [out / name for name in (STEP_TRACE, OP_STATISTIC) if (out / name).is_file()]
+
+
+def check_run(run: Path) -> int:
+    """Compare the vendor summaries beside each Ascend source of the published run at `run` with
+    the rebuilt reports; add a `vendor_summary_mismatch` finding per source and file that
+    disagrees (and what could not be read of them) to the manifest. Returns the findings added."""
+    manifest = load_manifest(run)
+    todo = [(src, files) for src in manifest.get("sources", []) if (files := _summaries(src))]
+    if not todo:
+        return 0
+    from prof_engine.engine import open_run  # the rebuilt reports are the engine's views over the run
+
+    added = 0
+    with open_run(run) as r:
+        for src, files in todo:
+            info = src.setdefault("info", {})
+            before = len(info.get("findings") or [])
+            for path in files:
+                check = _step_trace if path.name == STEP_TRACE else _op_statistic
+                differ, device = check(r, int(src["rank"]), path, info)
+                if differ:
+                    shown = "; ".join(differ[:SHOWN]) + (
+                        f"; and {len(differ) - SHOWN} more" if len(differ) > SHOWN else ""
+                    )
+                    vendor_finding(info, "vendor_summary_mismatch", len(differ), f"{path}: {shown}", device)
+            added += len(info.get("findings") or []) - before
+    if added:
+        write_text(run / MANIFEST, json.dumps(manifest, indent=1, default=str))
+    return added
+
+
+def _us(v: float | None) -> str:
+    return "none" if v is None else f"{v:,.3f} µs"
+
+
+def _number(text: Any) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tasks_per_step(r: Any, rank: int) -> dict[int | None, int]:
+    return dict(
+        r.sql("SELECT step, count(*) FROM slices WHERE rank = ? AND device <> 'host' GROUP BY step", [rank]).rows()
+    )
+
+
+def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
+    """Disagreements of step_trace_time.csv with the rank's `step_trace` rows, step by step."""
+    columns = {c: (c,) for c in ("Step", *STEP_COLUMNS)}
+    theirs = read_csv(path, columns, required=("Step",), info=info, optional=True)
+    ours = {
+        row["Step"]: row
+        for row in r.sql('SELECT * FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).arrow().to_pylist()
+    }
+    device = next((row["Device"] for row in ours.values()), "npu")
+    tasks = _tasks_per_step(r, rank) if theirs else {}
+    differ: list[str] = []
+    for t in theirs:
+        step = t["Step"]
+        if step is None or not step.isdigit():
+            continue  # a summary row of no step (the vendor's total of an unscheduled capture)
+        mine = ours.get(int(step))
+        if mine is None:
+            differ.append(f"step {step}: in the file, not in the records")
+            continue
+        tol = TOLERANCE_US + tasks.get(int(step), 0) / 1000
+        for col in STEP_COLUMNS:
+            want = _number(t.get(col))
+            if want is None or col not in mine:
+                continue  # a column this version of the file has not
+            got = mine[col]
+            if got is None or abs(got - want) > tol:
+                differ.append(f"step {step} {col} {_us(got)} rebuilt, {_us(want)} in the file")
+    return differ, device
+
+
+def _op_statistic(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
+    """Disagreements of op_statistic.csv with the rank's device rows of `op_statistic`: each op
+    type and core type's count, and its total time."""
+    columns = {"OP Type": ("OP Type",), "Core Type": ("Core Type",), "Count": ("Count",), "Total": ("Total Time(us)",)}
+    theirs = read_csv(path, columns, required=tuple(columns), info=info, optional=True)
+    rows = r.sql(
+        """SELECT "Device", "OP Type", "Core Type", "Count", "Total Time(us)" FROM op_statistic
+           WHERE "Rank" = ? AND "Device" <> 'host'""",
+        [rank],
+    ).rows()
+    ours = {(op, core): (n, total) for _, op, core, n, total in rows}
+    device = rows[0][0] if rows else "npu"
+    differ: list[str] = []
+    for t in theirs:
+        key = (t["OP Type"], t["Core Type"])
+        want_n, want_total = _number(t["Count"]), _number(t["Total"])
+        n, total = ours.pop(key, (0, None))
+        if want_n is not None and n != want_n:
+            differ.append(f"{key[0]} ({key[1]}) count {n} rebuilt, {int(want_n)} in the file")
+        elif want_total is not None and (total is None or abs(total - want_total) > TOLERANCE_US + n / 1000):
+            differ.append(f"{key[0]} ({key[1]}) total {_us(total)} rebuilt, {_us(want_total)} in the file")
+    for (op, core), (n, _) in sorted(ours.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        if theirs:
+            differ.append(f"{op} ({core}) count {n} rebuilt, not in the file")
+    return differ, device

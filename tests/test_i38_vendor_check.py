@@ -1,0 +1,87 @@
+"""Issue 38, item 4: a rebuilt report that disagrees with the vendor's summary beside the records
+is said at import, as the data-quality finding `vendor_summary_mismatch` (ours, theirs, which file).
+
+Oracles: the vendor's own step_trace_time.csv and op_statistic.csv, read with the csv module.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import prof_engine
+from conftest import fixture_path
+
+OLD = ("ascend", "torch_npu_2023_2rank_and_cluster_output_16rank")
+COLUMNS = (
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+)
+
+
+def _mismatches(run) -> list[tuple]:
+    return run.sql(
+        """SELECT "Rank", "Count", "Detail" FROM data_quality WHERE "Rule" = 'vendor_summary_mismatch' ORDER BY 1"""
+    ).rows()
+
+
+def test_2023_export_whose_records_miss_most_of_the_step_says_so(tmp_path):
+    """The 2023 rank 0 holds 21 kernel_details rows where its step_trace_time.csv sums 75 ms of
+    Computing: the import says which values disagree, with both numbers and the file."""
+    src = tmp_path / "test_rank_0"
+    shutil.copytree(fixture_path(*OLD, "test_rank_0"), src)  # one rank: fast
+    (vendor,) = list(csv.DictReader(open(src / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="")))
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as run:
+        (ours,) = run.sql('SELECT * FROM step_trace WHERE "Step" IS NOT NULL').arrow().to_pylist()
+        tasks = run.sql("SELECT count(*) FROM slices WHERE device <> 'host' AND step = ?", [ours["Step"]]).rows()[0][0]
+        ((rank, count, detail),) = _mismatches(run)
+    tolerance = 0.5 + tasks / 1000  # the vendor's rounding (vendor_check's docstring)
+    differ = [c for c in COLUMNS if abs(ours[c] - float(vendor[c])) > tolerance]
+    assert "Computing" in differ and float(vendor["Computing"]) > 2 * ours["Computing"]  # 75 ms vs 27 ms
+    assert (rank, count) == (0, len(differ))
+    assert "step_trace_time.csv" in detail
+    assert f"Computing {ours['Computing']:,.3f} µs rebuilt, {float(vendor['Computing']):,.3f} µs in the file" in detail
+
+
+def test_reports_that_match_the_vendors_say_nothing(torch_npu_text_run):
+    """torch_npu_2rank_level1_text: step_trace and op_statistic reproduce the vendor's files
+    (tests/test_ascend_fidelity.py): no finding; and the files were compared (an edited copy of
+    one says so)."""
+    src, run = torch_npu_text_run
+    assert _mismatches(run) == []
+
+
+def test_an_op_statistic_that_disagrees_is_said(tmp_path, torch_npu_text_run):
+    """op_statistic.csv with one op type's count changed: one disagreement, that op type, named."""
+    from prof_engine.importers.vendor_check import check_run
+
+    src, run = torch_npu_text_run
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    rows = list(
+        csv.DictReader(open(src / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv", newline=""))
+    )
+    rows[0]["Count"] = str(int(rows[0]["Count"]) + 1)
+    with open(out / "op_statistic.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    # the run's rank 0 as imported, its source now the edited folder
+    copy = tmp_path / "run"
+    shutil.copytree(Path(run.path), copy)
+    manifest = (copy / "manifest.json").read_text(encoding="utf-8")
+    (copy / "manifest.json").write_text(
+        manifest.replace(str(src / "rank0_ascend_pt"), str(tmp_path / "rank0_ascend_pt")), encoding="utf-8"
+    )
+    assert check_run(copy) == 1
+    with prof_engine.open(copy) as edited:
+        ((rank, count, detail),) = _mismatches(edited)
+    assert (rank, count) == (0, 1)
+    assert f"{rows[0]['OP Type']} ({rows[0]['Core Type']}) count" in detail and "op_statistic.csv" in detail
