@@ -85,3 +85,29 @@ def test_an_op_statistic_that_disagrees_is_said(tmp_path, torch_npu_text_run):
         ((rank, count, detail),) = _mismatches(edited)
     assert (rank, count) == (0, 1)
     assert f"{rows[0]['OP Type']} ({rows[0]['Core Type']}) count" in detail and "op_statistic.csv" in detail
+
+
+def test_db_export_is_compared_with_its_analysis_db(tmp_path, torch_npu_db_run):
+    """A `.db` export's analysis.db StepTraceTime is its step_trace_time.csv: the fixture's reports
+    equal it (no finding); with a third of the compute tasks deleted from TASK, Computing disagrees
+    with it, and the finding has both numbers (theirs read here with sqlite3)."""
+    import sqlite3
+
+    src, run = torch_npu_db_run
+    assert _mismatches(run) == []
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(src / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", out)
+    with sqlite3.connect(out / "ascend_pytorch_profiler_0.db") as con:
+        con.execute(
+            "DELETE FROM TASK WHERE globalTaskId IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO WHERE rowid % 3 = 0)"
+        )
+    con.close()
+    with sqlite3.connect(out / "analysis.db") as con:
+        ((theirs,),) = con.execute("SELECT computing FROM StepTraceTime").fetchall()
+    con.close()
+    with prof_engine.open(prof_engine.import_trace([tmp_path / "rank0_ascend_pt"], tmp_path / "run")) as cut:
+        ((ours,),) = cut.sql('SELECT "Computing" FROM step_trace WHERE "Step" IS NOT NULL').rows()
+        ((rank, count, detail),) = _mismatches(cut)
+    assert ours < theirs - 1
+    assert rank == 0 and count >= 1 and "analysis.db" in detail
+    assert f"Computing {ours:,.3f} µs rebuilt, {theirs:,.3f} µs in the file" in detail

@@ -2,8 +2,9 @@
 rebuilt from the imported records.
 
 torch_npu and MindSpore write, beside the raw records of a rank (trace_view.json,
-kernel_details.csv), summaries of them: `step_trace_time.csv` (what step_trace computes) and
-`op_statistic.csv` (op_statistic's device rows). Where the two disagree beyond the vendor's
+kernel_details.csv, the `.db`), summaries of them: `step_trace_time.csv` or a `.db` export's
+`analysis.db` table StepTraceTime (what step_trace computes), and `op_statistic.csv`
+(op_statistic's device rows). Where the two disagree beyond the vendor's
 rounding, records are missing from what was imported (a kernel_details.csv of 21 rows beside a
 step_trace_time.csv of 75 ms Computing: 27 ms rebuilt, and advice saw the device 86 % idle), or the
 summary is of another capture; either way no report of the run is to be trusted as is. Each
@@ -23,6 +24,7 @@ the ns (0.5 ns per op). A value counts as a disagreement beyond `TOLERANCE_US` +
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from prof_engine.store.manifest import MANIFEST, load_manifest
 
 STEP_TRACE = "step_trace_time.csv"
 OP_STATISTIC = "op_statistic.csv"
+ANALYSIS_DB = "analysis.db"  # a `.db` export's: its StepTraceTime table is step_trace_time.csv's rows
 FORMATS = ("torch_npu", "mindspore")  # sources that are an Ascend rank directory
 STEP_COLUMNS = (
     "Computing",
@@ -52,7 +55,7 @@ def _summaries(source: dict[str, Any]) -> list[Path]:
     if source.get("format") not in FORMATS:
         return []
     out = Path(source["path"]) / OUTPUT_DIR
-    return [out / name for name in (STEP_TRACE, OP_STATISTIC) if (out / name).is_file()]
+    return [out / name for name in (STEP_TRACE, OP_STATISTIC, ANALYSIS_DB) if (out / name).is_file()]
 
 
 def check_run(run: Path) -> int:
@@ -71,7 +74,7 @@ def check_run(run: Path) -> int:
             info = src.setdefault("info", {})
             before = len(info.get("findings") or [])
             for path in files:
-                check = _step_trace if path.name == STEP_TRACE else _op_statistic
+                check = _op_statistic if path.name == OP_STATISTIC else _step_trace
                 differ, device = check(r, int(src["rank"]), path, info)
                 if differ:
                     shown = "; ".join(differ[:SHOWN]) + (
@@ -102,9 +105,13 @@ def _tasks_per_step(r: Any, rank: int) -> dict[int | None, int]:
 
 
 def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
-    """Disagreements of step_trace_time.csv with the rank's `step_trace` rows, step by step."""
-    columns = {c: (c,) for c in ("Step", *STEP_COLUMNS)}
-    theirs = read_csv(path, columns, required=("Step",), info=info, optional=True)
+    """Disagreements of step_trace_time.csv (or analysis.db's StepTraceTime) with the rank's
+    `step_trace` rows, step by step."""
+    if path.name == ANALYSIS_DB:
+        theirs = _step_trace_table(path, info)
+    else:
+        columns = {c: (c,) for c in ("Step", *STEP_COLUMNS)}
+        theirs = read_csv(path, columns, required=("Step",), info=info, optional=True)
     ours = {
         row["Step"]: row
         for row in r.sql('SELECT * FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).arrow().to_pylist()
@@ -113,7 +120,7 @@ def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[li
     tasks = _tasks_per_step(r, rank) if theirs else {}
     differ: list[str] = []
     for t in theirs:
-        step = t["Step"]
+        step = None if t["Step"] is None else str(t["Step"])
         if step is None or not step.isdigit():
             continue  # a summary row of no step (the vendor's total of an unscheduled capture)
         mine = ours.get(int(step))
@@ -129,6 +136,23 @@ def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[li
             if got is None or abs(got - want) > tol:
                 differ.append(f"step {step} {col} {_us(got)} rebuilt, {_us(want)} in the file")
     return differ, device
+
+
+def _step_trace_table(path: Path, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """analysis.db's StepTraceTime rows under step_trace_time.csv's column names (its columns are
+    the same in snake case: `communication_not_overlapped`); none from a database without it."""
+    names = {c.lower().replace("(", "_").replace(")", "").replace(" ", "_"): c for c in ("Step", *STEP_COLUMNS)}
+    try:
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)  # writes nothing beside it
+        try:
+            cur = con.execute("SELECT * FROM StepTraceTime")
+            header = [names.get(d[0].lower()) for d in cur.description]
+            return [{c: v for c, v in zip(header, row) if c} for row in cur.fetchall()]
+        finally:
+            con.close()
+    except sqlite3.Error as e:
+        vendor_finding(info, "vendor_file_left_out", 1, f"{path}: no StepTraceTime table to compare ({e})", None)
+        return []
 
 
 def _op_statistic(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
