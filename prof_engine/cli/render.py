@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from prof_engine.engine import Result
-from prof_engine.engine.tables import cell_text, is_number, write_csv
+from prof_engine.engine.tables import cell_text, is_number, json_printable, json_value, printable, write_csv
 
 _ColorSystem = Literal["auto", "standard", "256", "truecolor", "windows"]  # rich.Console's color_system
 
@@ -248,12 +248,13 @@ def grid(
 ) -> None:
     """Print text `rows` under `columns` at the console's width (all columns with `wide`), every
     cell whole; a note names the columns left out, and `hint` says how to see them."""
+    rows = [[printable(cell) for cell in row] for row in rows]  # names from a trace: shown, never run
     shown, widths = layout(columns, rows, None if wide else out.width, priority)
     t = Table(title=title, title_justify="left", title_style="bold", header_style="bold cyan")
     for i, w in zip(shown, widths):
         c = columns[i]
         # every header and cell as Text: a name such as `[memory]` is data, not rich markup
-        t.add_column(Text(c.header, overflow="fold"), justify=c.justify, width=w, overflow="fold")
+        t.add_column(Text(printable(c.header), overflow="fold"), justify=c.justify, width=w, overflow="fold")
     for k, row in enumerate(rows):
         t.add_row(*(Text(row[i]) for i in shown), style=styles[k] if styles else None)
     needed = _table_width(widths)
@@ -342,20 +343,9 @@ def csv(result: Result) -> None:
 
 
 def json_text(value: object) -> str:
-    """`value` as strict JSON: a float that is not finite (a division by zero) becomes null, where
-    Python would write `Infinity` or `NaN`, which JSON readers refuse."""
-    import json
-
-    def finite(v: object) -> object:
-        if isinstance(v, float):
-            return v if math.isfinite(v) else None
-        if isinstance(v, dict):
-            return {k: finite(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [finite(x) for x in v]
-        return v
-
-    return json.dumps(finite(value), default=str, ensure_ascii=False, allow_nan=False)
+    """`value` as strict JSON (`tables.json_value`: a float that is not finite, a division by zero,
+    as null, which JSON readers take where they refuse `NaN`), control characters escaped."""
+    return json_printable(json_value(value))
 
 
 def json_lines(result: Result) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -280,16 +282,42 @@ def sandbox(con: duckdb.DuckDBPyConnection, files: Iterable[str], *also: Path) -
     con.execute("SET lock_configuration = true")
 
 
-def query_error(e: Exception) -> QueryError:
-    """A DuckDB error in a query as the one line a user sees. Running out of the session's memory
-    (a DuckDB error, or an OSError where the rows streamed through Arrow) says how to give it more."""
-    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+# Lines of DuckDB's hints a query's error keeps after its first: "Did you mean", candidate
+# columns, the query's line with a caret under the error.
+HINT_LINES = 4
+_MISSING_TABLE = re.compile(r"Catalog Error: Table with name (.+?) does not exist")
+
+
+def query_error(e: Exception, hints: bool = False) -> QueryError:
+    """A DuckDB error in a query as the line a user sees, with DuckDB's hints under it where
+    `hints` (a user's own SQL). Running out of the session's memory (a DuckDB error, or an OSError
+    where the rows streamed through Arrow) says how to give it more."""
+    lines = [line.rstrip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+    first = lines[0]
     if isinstance(e, duckdb.OutOfMemoryException) or first.startswith("Out of Memory Error"):
         return QueryError(
             f"the query ran out of memory within the session's limit ({first}); set "
             f"{MEMORY_LIMIT_ENV} to allow more (e.g. 8GB), or query fewer steps (--step)"
         )
-    return QueryError(f"SQL error: {first}")
+    more = lines[1:] if hints else []
+    if hints and (missing := _MISSING_TABLE.match(first)):
+        more = [line for line in more if not line.startswith("Did you mean")] + [_suggest(missing[1])]
+    return QueryError("\n".join([f"SQL error: {first}", *more[:HINT_LINES]]))
+
+
+def _suggest(name: str) -> str:
+    """A hint for a table `name` that does not exist: the run's views and tables it is close to,
+    else those with a word it starts with (`kernels`: kernel_details...). Not DuckDB's own guess:
+    it knows only what the session holds, and views are created as queries first name them
+    (`Run.prepare`), so for `op_sumary` it never guessed op_summary."""
+    known = sorted({v.name for v in public_views()} | set(schema.tables()))
+    wanted = name.strip('"').lower()
+    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.75) or [
+        k for k in known if any(len(w) >= 4 and wanted.startswith(w) for w in k.split("_"))
+    ][:3]
+    if close:
+        return "Did you mean " + " or ".join(f'"{c}"' for c in close) + "?"
+    return "`prof-engine views` lists the run's views"
 
 
 class Run:
@@ -407,9 +435,9 @@ class Run:
             # the run was replaced (import --force) since it was opened: its files are gone, so
             # the query is answered from the run now at the path, never from a half of each
             if not self._replaced():
-                raise query_error(e) from None
+                raise query_error(e, hints=True) from None
         except duckdb.Error as e:
-            raise query_error(e) from None
+            raise query_error(e, hints=True) from None
         self.close()
         self._open()
         return self.sql(query, params)
@@ -761,6 +789,10 @@ def attach(
             raise RunError(f"{path}: a run still recording is read from its own directory, not object storage")
         path, manifest = _snapshot(con, path, manifest)
     chosen = sorted({int(r) for r in ranks}) if ranks is not None else None
+    # every rank the run holds, however few it is opened with: data_quality judges a rank's links
+    # by it (links_to_absent_ranks), so that rank's rows are alike on every restriction (scope rank)
+    held = ", ".join(str(int(r)) for r in manifest.get("ranks") or [])
+    con.execute(f"CREATE OR REPLACE MACRO run_held_ranks() AS [{held}]::INTEGER[]")
     manifest = restrict(manifest, chosen)
     try:
         _attach(con, path, manifest, steps, given_peaks(peak_tflops), views, chosen)

@@ -147,13 +147,25 @@ def _kinds(cats: pa.Array, names: pa.Array, collective: pa.Array) -> pa.Array:
     if len(_KINDS) > _MEMO_MAX:
         _KINDS.clear()
     has_coll = pc.is_valid(collective)
-    key = pc.binary_join_element_wise(pc.fill_null(cats, "\x01"), names, pc.if_else(has_coll, "1", "0"), "\x00")
+    # <has category><its length>:<category><name><has collective>: a name or category may hold any
+    # character (a NUL too), so no separator character could split the key back
+    text = pc.fill_null(cats, "")
+    key = pc.binary_join_element_wise(
+        pc.if_else(pc.is_valid(cats), "1", "0"),
+        pc.cast(pc.utf8_length(text), pa.string()),
+        ":",
+        text,
+        names,
+        pc.if_else(has_coll, "1", "0"),
+        "",
+    )
 
     def kind(k: str) -> str:
         got = _KINDS.get(k)
         if got is None:
-            cat, name, coll = k.split("\x00")
-            got = _KINDS[k] = classify.kind_of(None if cat == "\x01" else cat, name, coll == "1")
+            length, rest = k[1:].split(":", 1)
+            cat, name = rest[: int(length)], rest[int(length) : -1]
+            got = _KINDS[k] = classify.kind_of(cat if k[0] == "1" else None, name, k[-1] == "1")
         return got
 
     return _per_distinct(key, kind, pa.string())
