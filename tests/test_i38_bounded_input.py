@@ -107,3 +107,34 @@ def test_a_name_too_long_is_cut_and_counted(tmp_path, monkeypatch, native):
         assert names[0]["name"] == "aten::mm" and names[1]["name"] == long_name[:1000]
         rows = {r[2]: r for r in run.quality().rows()}
         assert rows["long_names_cut"][3] == 1 and "kernel<xxx" in rows["long_names_cut"][6]
+
+
+def test_many_small_traces_are_finalised_together(tmp_path, monkeypatch):
+    """Finalising has a fixed cost per call: 40 tiny traces take one call, not 40, and each
+    source keeps its own rows (the oracle: the events each file holds)."""
+    from prof_engine import importers
+    from prof_engine.store import builder
+
+    src = tmp_path / "job"
+    src.mkdir()
+    for r in range(40):
+        events = [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000 + r, "dur": 5, "args": {}}
+        ] * (1 + r % 3)
+        doc = {"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": 40}, "traceEvents": events}
+        (src / f"r{r}.json").write_text(json.dumps(doc))
+    (src / "r7.json").write_text('{"traceEvents": [{"ph": "X", "ts": "x"')  # a bad one is left out alone
+    calls = []
+    real = builder.finalize_unit
+    monkeypatch.setattr(importers, "finalize_unit", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run", jobs=1)) as run:
+        assert len(calls) == 1 and len(calls[0][1]) == 39
+        m = run.manifest
+        assert m["ranks"] == [r for r in range(40) if r != 7] and len(m["skipped"]) == 1
+        assert {s["rank"]: s["rows"]["slices"] for s in m["sources"]} == {r: 1 + r % 3 for r in range(40) if r != 7}
+        assert m["tables"]["slices"] == sum(1 + r % 3 for r in range(40) if r != 7)
+    # with two workers: a batch each
+    assert importers.batches([importers.Source(src / "a.json", "chrome")] * 200, [100] * 200, 2) == [
+        list(range(100)),
+        list(range(100, 200)),
+    ]

@@ -35,6 +35,7 @@ from prof_engine.importers.chrome import anomalies, convert_file
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, StagingSink, finalize_unit
+from prof_engine.store.files import merge_tree
 from prof_engine.store.location import is_uri
 from prof_engine.store.outliers import drop_time_outliers
 from prof_engine.store.quality import add_finding
@@ -369,13 +370,19 @@ def import_sources(
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(units)))
     threads = max(1, min((os.cpu_count() or 1) // jobs, FINALIZE_THREADS))  # DuckDB threads per unit's finalize
     with RunBuilder(Path(out), force=force) as builder:
-        work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
+        results: list[tuple[SourceFile, Finalized] | ProfEngineError]
         if executor == "ray":
+            work = [(u, i, builder.unit_dir(i), memory_limit, threads) for i, u in enumerate(units)]
             results = _import_ray(builder, work, sizes, address, advance)
-        elif jobs == 1:
-            results = [_import_unit(*w, advance) for w in work]
         else:
-            results = _import_parallel(work, sizes, jobs, advance)
+            groups = batches(units, sizes, jobs)
+            batched = [([(units[i], i) for i in g], builder.unit_dir(g[0]), memory_limit, threads) for g in groups]
+            if jobs == 1:
+                outcomes = [_import_batch(*w, advance) for w in batched]
+            else:
+                outcomes = _import_parallel(batched, [sum(sizes[i] for i in g) for g in groups], jobs, advance)
+            by_index = {i: r for g, rs in zip(groups, outcomes) for i, r in zip(g, rs)}
+            results = [by_index[i] for i in range(len(units))]
         imported = [r for r in results if isinstance(r, tuple)]
         failed = [r for r in results if isinstance(r, ProfEngineError)]
         if failed and (len(units) == 1 or not imported):
@@ -472,6 +479,139 @@ def _left_out_findings(
     return found
 
 
+# Finalising a unit has a fixed cost (a DuckDB connection, its macros, every pass: ~0.2 s idle,
+# seconds on a busy machine) that dwarfs a small trace's conversion: 3,000 tiny traces did not
+# import in 15 minutes. Small Chrome/Kineto traces are staged apart and finalised together, a
+# batch per worker at least; a batch whose finalisation fails is redone a trace at a time.
+SMALL_TRACE = 4 << 20
+BATCH_BYTES = 64 << 20
+BATCH_FILES = 256
+
+
+def batches(units: list[Source], sizes: list[int], jobs: int) -> list[list[int]]:
+    """The units' indexes in finalisation batches: small traces together, any other unit alone."""
+    small = [i for i, u in enumerate(units) if u.format == "chrome" and sizes[i] < SMALL_TRACE]
+    per_batch = max(1, min(BATCH_FILES, -(-len(small) // jobs)))  # at least a batch per worker
+    out: list[list[int]] = [[i] for i in range(len(units)) if i not in set(small)]
+    current: list[int] = []
+    held = 0
+    for i in small:
+        if current and (len(current) >= per_batch or held + sizes[i] > BATCH_BYTES):
+            out.append(current)
+            current, held = [], 0
+        current.append(i)
+        held += sizes[i]
+    if current:
+        out.append(current)
+    return out
+
+
+def _import_batch(
+    batch: list[tuple[Source, int]],
+    unit_dir: Path,
+    memory_limit: str | None,
+    threads: int,
+    advance: Callable[[int], None] | None = None,
+) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
+    """`_import_unit` over the units of a batch, finalised together in `unit_dir` (the first
+    one's); their results in order, each with its own rows and summary (`_split`)."""
+    if len(batch) == 1:
+        return [_import_unit(batch[0][0], batch[0][1], unit_dir, memory_limit, threads, advance)]
+    staged: dict[int, SourceFile] = {}
+    failed: dict[int, ProfEngineError] = {}
+    for unit, index in batch:
+        part = unit_dir / f"part{index}"
+        got = _stage_unit(unit, index, part, advance)
+        if isinstance(got, SourceFile):
+            merge_tree(part / "staging", unit_dir / "staging")
+            shutil.rmtree(part, ignore_errors=True)
+            staged[index] = got
+        else:
+            failed[index] = got
+    infos = [i for i in staged.values() if isinstance(i, SourceFile)]
+    if not infos:
+        return [failed[i] for _, i in batch]
+    try:
+        done = finalize_unit(
+            unit_dir,
+            [(i.index, i.rank, i.offset_ns) for i in infos],
+            memory_limit=memory_limit,
+            threads=threads,
+            label=f"{len(infos)} traces from {infos[0].path}",
+        )
+    except ProfEngineError:  # out of memory, say: each on its own, with its own error
+        shutil.rmtree(unit_dir, ignore_errors=True)
+        return [
+            failed[i] if i in failed else _import_unit(u, i, unit_dir.parent / f"{i:06d}", memory_limit, threads)
+            for u, i in batch
+        ]
+    parts = _split(done, infos, unit_dir / "out")
+    return [failed[i] if i in failed else parts[i] for _, i in batch]
+
+
+def _split(done: Finalized, infos: list[SourceFile], out: Path) -> dict[int, tuple[SourceFile, Finalized]]:
+    """A batch's rows and summary per source, by its rank (the tables are partitioned by rank):
+    the manifest keeps each source's rows (`restrict`), and the spans tell jobs apart (`_unrelated`)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    def rank_rows(rank: int) -> dict[str, int]:
+        return {
+            table: sum(pq.ParquetFile(f).metadata.num_rows for f in (out / table / f"rank={rank}").rglob("*.parquet"))
+            for table in done.rows
+        }
+
+    found = {}
+    for info in infos:
+        devices = [d for d in done.summary["devices"] if d["rank"] == info.rank]
+        start = end = None
+        for f in (out / "slices" / f"rank={info.rank}").rglob("*.parquet"):
+            t = pq.read_table(f, columns=["ts", "dur"])
+            lo, hi = pc.min(t["ts"]).as_py(), pc.max(pc.add(t["ts"], pc.fill_null(t["dur"], 0))).as_py()
+            start = lo if start is None or (lo is not None and lo < start) else start
+            end = hi if end is None or (hi is not None and hi > end) else end
+        summary = {
+            "devices": devices,
+            "steps": [st for st in done.summary["steps"] if st["rank"] == info.rank],
+            "start_ns": start,
+            "end_ns": end,
+        }
+        found[info.index] = (info, Finalized(rank_rows(info.rank), summary))
+    return found
+
+
+def _stage_unit(
+    unit: Source, index: int, unit_dir: Path, advance: Callable[[int], None] | None
+) -> SourceFile | ProfEngineError:
+    """Convert one unit into `unit_dir/staging`, its far-off slices dropped; on a user-facing
+    error, remove what it wrote and return the error."""
+    sink = StagingSink(unit_dir / "staging")
+    try:
+        info = _convert(unit, index, sink, advance or (lambda n: None))
+        sink.close()
+        if not any(sink.root.glob("*/*.parquet")):
+            raise InputError(
+                f"{unit.path}: no trace events: an empty profile (did the profiler's schedule reach an active step?)"
+            )
+        drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
+        return info
+    except BaseException as e:
+        sink.discard()
+        shutil.rmtree(unit_dir, ignore_errors=True)
+        return _unit_error(e, unit)
+
+
+def _unit_error(e: BaseException, unit: Source) -> ProfEngineError:
+    """The error a unit is left out with; anything else (a full disk, a bug) is raised."""
+    if isinstance(e, ProfEngineError):
+        return e
+    if isinstance(e, OSError) and e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        # the unit's input cannot be read (permissions, an I/O error): left out as a bad unit is;
+        # a full disk is no unit's fault and fails the import
+        return InputError(f"{e.filename or unit.path}: cannot read: {e.strerror or e}")
+    raise e
+
+
 def _import_unit(
     unit: Source,
     index: int,
@@ -482,15 +622,10 @@ def _import_unit(
 ) -> tuple[SourceFile, Finalized] | ProfEngineError:
     """Convert one unit into its staging files, then finalise them into its tables (see
     `store.builder`); on a user-facing error, remove what it wrote and return the error."""
-    sink = StagingSink(unit_dir / "staging")
+    info = _stage_unit(unit, index, unit_dir, advance)
+    if not isinstance(info, SourceFile):
+        return info
     try:
-        info = _convert(unit, index, sink, advance or (lambda n: None))
-        sink.close()
-        if not any(sink.root.glob("*/*.parquet")):
-            raise InputError(
-                f"{unit.path}: no trace events: an empty profile (did the profiler's schedule reach an active step?)"
-            )
-        drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
         return info, finalize_unit(
             unit_dir,
             [(info.index, info.rank, info.offset_ns)],
@@ -499,25 +634,18 @@ def _import_unit(
             label=str(unit.path),
         )
     except BaseException as e:
-        sink.discard()
         shutil.rmtree(unit_dir, ignore_errors=True)
-        if isinstance(e, ProfEngineError):
-            return e
-        if isinstance(e, OSError) and e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            # the unit's input cannot be read (permissions, an I/O error): left out as a bad unit is;
-            # a full disk is no unit's fault and fails the import
-            return InputError(f"{e.filename or unit.path}: cannot read: {e.strerror or e}")
-        raise
+        return _unit_error(e, unit)
 
 
 def _import_parallel(
     work: list[tuple], sizes: list[int], jobs: int, advance: Callable[[int], None]
-) -> list[tuple[SourceFile, Finalized] | ProfEngineError]:
+) -> list[list[tuple[SourceFile, Finalized] | ProfEngineError]]:
     """Import units in `jobs` processes: this one and `jobs - 1` spawned workers (no state shared
     with this process but the files). This process converts units on a thread of its own while it
-    hands out the others, one unit at a time to whichever of them is free, largest first: one
-    process fewer than `jobs` workers, whose libraries alone held ~90 MB only to wait on them."""
-    results: list[tuple[SourceFile, Finalized] | ProfEngineError | None] = [None] * len(work)
+    hands out the others, one batch (`_import_batch`) at a time to whichever of them is free, largest
+    first: one process fewer than `jobs` workers, whose libraries alone held ~90 MB only to wait on them."""
+    results: list[list[tuple[SourceFile, Finalized] | ProfEngineError] | None] = [None] * len(work)
     order = deque(sorted(range(len(work)), key=lambda i: -sizes[i]))
     with (
         ProcessPoolExecutor(
@@ -532,10 +660,10 @@ def _import_parallel(
         while order or running:
             while order and not any(mine for _, mine in running.values()):
                 i = order.popleft()
-                running[local.submit(_import_unit, *work[i])] = (i, True)
+                running[local.submit(_import_batch, *work[i])] = (i, True)
             while order and len(running) < jobs:
                 i = order.popleft()
-                running[pool.submit(_import_unit, *work[i])] = (i, False)
+                running[pool.submit(_import_batch, *work[i])] = (i, False)
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 i, _ = running.pop(future)

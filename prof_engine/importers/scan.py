@@ -49,15 +49,16 @@ def _text_of(v: Any) -> str | None:
 
 
 class _Spans:
-    """Where each wanted key's value lies in each event of one scan call (see scan.c): per key, CAP
+    """Where each wanted key's value lies in each event of one scan call (see scan.c): per key, `cap`
     int64 starts and int32 lengths; per event, its own start and length."""
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int = CAP) -> None:
         n_slots = len(TOP_KEYS) + len(ARGS_KEYS)
-        self.starts = memoryview(bytearray(8 * n_slots * CAP)).cast("q")
-        self.lens = memoryview(bytearray(4 * n_slots * CAP)).cast("i")
-        self.ev_starts = memoryview(bytearray(8 * CAP)).cast("q")
-        self.ev_lens = memoryview(bytearray(4 * CAP)).cast("i")
+        self.cap = cap
+        self.starts = memoryview(bytearray(8 * n_slots * cap)).cast("q")
+        self.lens = memoryview(bytearray(4 * n_slots * cap)).cast("i")
+        self.ev_starts = memoryview(bytearray(8 * cap)).cast("q")
+        self.ev_lens = memoryview(bytearray(4 * cap)).cast("i")
 
 
 class _Buffer:
@@ -92,7 +93,7 @@ class Chunk:
 
         s, text = self._spans, self.buf.data
         slot = _SLOT[key]
-        starts, lens = s.starts[slot * CAP : (slot + 1) * CAP], s.lens[slot * CAP : (slot + 1) * CAP]
+        starts, lens = s.starts[slot * s.cap : (slot + 1) * s.cap], s.lens[slot * s.cap : (slot + 1) * s.cap]
         rows_data = None
         if rows is not None:
             rows = rows if rows.type == pa.int64() else rows.cast(pa.int64())  # (callers cast once per chunk)
@@ -180,7 +181,14 @@ class Scanner:
         if load() is None:
             raise RuntimeError("native scanner unavailable")
         self.reader = reader
-        self._pool = [_Spans() for _ in range(_POOL)]
+        # A small file's tables are small: 3 of ~9 MB zeroed per file took 80 ms of each tiny trace
+        # (an event takes at least ~16 bytes of text, so a file holds at most size/16 per call).
+        try:
+            size = reader.path.stat().st_size * (32 if reader.path.name.endswith(".gz") else 1)
+        except OSError:
+            size = CAP * 16
+        self.cap = min(CAP, max(256, size // 16))
+        self._pool = [_Spans(self.cap) for _ in range(_POOL)]
 
     def chunks(self, threaded: bool = True) -> Iterator[Chunk]:
         """The file's chunks. `threaded`: read and scan ahead in a thread (the C scanner and
@@ -257,7 +265,7 @@ class Scanner:
                 pos,
                 buf.used,
                 after,
-                CAP,
+                self.cap,
                 _TOP_NAMES,
                 _ARGS_NAMES,
                 spans.starts,
@@ -281,7 +289,7 @@ class Scanner:
             if status == 1:
                 self._trailer(f, bytes(buf.view[pos : buf.used]), seen)
                 return
-            if n == CAP:
+            if n == self.cap:
                 continue
             rest = buf.used - pos  # an event cut by the end of the read: the next buffer starts with it
             if rest > jsonstream._MAX_EVENT:  # memory stays bounded whatever the input: as the Python reader
