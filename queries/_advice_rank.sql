@@ -37,6 +37,9 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
 ), pieces AS (
     SELECT rank, device, 'span' AS class, span_start AS s, span_end AS e FROM steps
     UNION ALL SELECT rank, device, 'pre', s0, span_start FROM steps WHERE s0 < span_start
+    -- device work in no step (step_trace's Step NULL: e.g. the previous step's queued work) is no idle
+    UNION ALL SELECT rank, device, 'outside', ts, ts + dur FROM _lane_intervals
+    WHERE step IS NULL AND type IN ('Computing', 'Communication') AND dur > 0
     UNION ALL SELECT rank, device, class, s, e FROM causes WHERE e > s
     -- the Free intervals a cause shares time with: the last island that starts before one's end
     -- overlaps it, or none does (the islands before it end before it starts)
@@ -47,17 +50,19 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
 ), deltas AS (  -- per device and instant: how many pieces of each class start there, less those that end
     SELECT rank, device, t, sum(d) FILTER (WHERE class = 'span') AS span, sum(d) FILTER (WHERE class = 'pre') AS pre,
            sum(d) FILTER (WHERE class = 'free') AS free, sum(d) FILTER (WHERE class = 'host_sync') AS sync,
+           sum(d) FILTER (WHERE class = 'outside') AS outside,
            sum(d) FILTER (WHERE class = 'pageable_copies') AS copy, sum(d) FILTER (WHERE class = 'slow_dataloader') AS loader
     FROM (SELECT rank, device, class, s AS t, 1 AS d FROM pieces UNION ALL SELECT rank, device, class, e, -1 FROM pieces)
     GROUP BY rank, device, t
 ), cuts AS (  -- how many pieces of each class cover [t, the next cut)
     SELECT rank, device, t, coalesce(sum(span) OVER w, 0) AS span, coalesce(sum(pre) OVER w, 0) AS pre,
            coalesce(sum(free) OVER w, 0) AS free, coalesce(sum(sync) OVER w, 0) AS sync,
+           coalesce(sum(outside) OVER w, 0) AS outside,
            coalesce(sum(copy) OVER w, 0) AS copy, coalesce(sum(loader) OVER w, 0) AS loader
     FROM deltas WINDOW w AS (PARTITION BY rank, device ORDER BY t ROWS UNBOUNDED PRECEDING)
 ), cut AS (
     SELECT *, lead(t) OVER (PARTITION BY rank, device ORDER BY t) - t AS len,
-           CASE WHEN free > 0 THEN 'free' WHEN pre > 0 AND span = 0 THEN 'pre' END AS idle,
+           CASE WHEN free > 0 THEN 'free' WHEN pre > 0 AND span = 0 AND outside = 0 THEN 'pre' END AS idle,
            CASE WHEN sync > 0 THEN 'host_sync' WHEN copy > 0 THEN 'pageable_copies' WHEN loader > 0 THEN 'slow_dataloader' END AS cause
     FROM cuts
 ), lost AS (  -- per device: its steps' time, the idle before its spans, and the idle each cause holds, ns

@@ -85,6 +85,11 @@ def test_queued_work_before_the_gpu_step_is_no_steps_time(tmp_path):
             )
         ]
         assert "device_work_outside_steps" in " ".join(run.quality_warnings())
+        # advice: before the window the device idles only where the queued work does not run
+        host_start = BASE
+        idle_before = WINDOW[0] - host_start - want["outside_us"]  # the queued kernels do not overlap
+        ((share,),) = run.sql("""SELECT "Share(%)" FROM advice WHERE "Rule" = 'slow_step_start'""").rows()
+        assert share == round(100 * idle_before / (WINDOW[1] - host_start), 1)
 
 
 def test_kernels_launched_in_the_step_stay_in_it_outside_the_gpu_copy(tmp_path):
