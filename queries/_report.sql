@@ -1,9 +1,10 @@
 -- view: _report
 -- answers: what the HTML report draws of a run with many steps, where one bar per step would be
 --   thousands of pixels: how many steps there are, the distribution of step time and of its parts
---   (percentiles, a histogram), and the slowest steps. Plain views (created unbound at open, as the
---   public ones are), so that opening a run binds none of them.
--- requires: step_trace
+--   (percentiles, a histogram), and the slowest steps; the summary the page opens with, and
+--   whether the run is CPU-only. Plain views (created unbound at open, as the public ones are), so
+--   that opening a run binds none of them.
+-- requires: step_trace, slices, _classify
 -- scope: cluster
 -- _report_steps: step_trace's rows within a step (records outside every step are no step), with
 -- the step time as `show` prints it; every time in µs.
@@ -57,3 +58,28 @@ ORDER BY g.bin;
 -- _report_slowest_steps: _report_steps, the longest step first (the report reads the first few).
 CREATE OR REPLACE VIEW _report_slowest_steps AS
 SELECT * FROM _report_steps ORDER BY "Step Time(us)" DESC NULLS LAST, "Rank", "Device", "Step";
+
+-- _report_summary: one row, what the page opens with: the step time and where it goes. Over the
+-- step rows (rank, device, step) of _report_steps; in a run without steps, over step_trace's rows
+-- outside every step (the whole trace, one row per device). `In Steps` BOOLEAN: whether these are
+-- steps; `Steps` BIGINT: distinct steps; `Devices` BIGINT: distinct (rank, device); `Rows` BIGINT;
+-- `Mean(us)`, `Min(us)`, `Max(us)` DOUBLE: step time (the window's span); `Computing(%)`,
+-- `Communication(Not Overlapped)(%)`, `Free(%)` DOUBLE: each part's share of the summed step time
+-- (torch_npu: step time = Computing + Communication(Not Overlapped) + Free).
+CREATE OR REPLACE VIEW _report_summary AS
+WITH stepped AS (SELECT count(*) > 0 AS yes FROM step_trace WHERE "Step" IS NOT NULL), r AS (
+    SELECT "Rank", "Device", "Step", round("End Time(us)" - "Start Time(us)", 3)::DOUBLE AS t,
+           "Computing" AS c, "Communication(Not Overlapped)" AS m, "Free" AS f
+    FROM step_trace, stepped WHERE ("Step" IS NOT NULL) = stepped.yes
+)
+SELECT (SELECT yes FROM stepped) AS "In Steps", count(DISTINCT "Step") AS "Steps",
+       count(DISTINCT ("Rank", "Device")) AS "Devices", count(*) AS "Rows", round(avg(t), 3) AS "Mean(us)",
+       min(t) AS "Min(us)", max(t) AS "Max(us)", round(100 * sum(c) / nullif(sum(t), 0), 1) AS "Computing(%)",
+       round(100 * sum(m) / nullif(sum(t), 0), 1) AS "Communication(Not Overlapped)(%)",
+       round(100 * sum(f) / nullif(sum(t), 0), 1) AS "Free(%)"
+FROM r;
+
+-- _report_cpu_only: one row, `CPU Only` BOOLEAN: whether the run has no device task (kernel,
+-- communication, copy) on any rank; the page then hides the device columns that are all zero.
+CREATE OR REPLACE VIEW _report_cpu_only AS
+SELECT NOT EXISTS (SELECT 1 FROM slices WHERE is_device_task(device, kind)) AS "CPU Only";

@@ -62,9 +62,11 @@ SELECT "Rank", "Op Type", count(*) AS "Count", round(sum("Elapse Time(ms)"), 6) 
        round(sum("Transit Time(ms)"), 6) AS "Transit Time(ms)", round(sum("Wait Time(ms)"), 6) AS "Wait Time(ms)"
 FROM communication GROUP BY "Rank", "Op Type" ORDER BY "Elapse Time(ms)" DESC, "Rank", "Op Type" LIMIT row_limit;
 
--- The ops that allocated the most memory themselves (`op_memory`), largest first.
+-- The ops that allocated the most memory themselves (`op_memory`), largest first. A step's own row
+-- (`ProfilerStep#N`: what no op inside it allocated) is no op, and would fill the table one per step.
 CREATE OR REPLACE MACRO summary_op_memory(row_limit) AS TABLE
-SELECT * FROM op_memory ORDER BY "Allocated(MB)" DESC, "Rank", "Device", "Name" LIMIT row_limit;
+SELECT * FROM op_memory WHERE NOT regexp_full_match("Name", 'ProfilerStep#\d+')
+ORDER BY "Allocated(MB)" DESC, "Rank", "Device", "Name" LIMIT row_limit;
 
 -- Memory: each allocator's or module's peaks, largest first.
 CREATE OR REPLACE MACRO summary_memory(row_limit) AS TABLE

@@ -126,7 +126,8 @@ def test_report_is_a_self_contained_page_with_every_name_escaped(run, tmp_path):
     # the step chart: one labelled bar per row of the step breakdown (rank, device, step)
     with prof_engine.open(run) as r:
         steps = len(r.summary(20)["Step breakdown (µs)"])
-    assert steps >= 2 and parsed.tags.count("svg") == 1 and parsed.tags.count("text") == steps
+    # (and the summary's bar of where the step time goes, which has no text)
+    assert steps >= 2 and parsed.tags.count("svg") == 2 and parsed.tags.count("text") == steps
     assert "Top 20 op types (op_statistic)" in page and "Top 20 API calls (api_statistic)" in page
     assert not os.stat(tmp_path / "r.html").st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
@@ -182,7 +183,7 @@ def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tm
     assert not re.search(r"<text[^>]*>rank 0 gpu0 step", page)  # no bar per step
     parsed = _Page()
     parsed.feed(page)
-    assert parsed.balanced and not parsed.open and parsed.tags.count("svg") == 2  # histogram, percentiles
+    assert parsed.balanced and not parsed.open and parsed.tags.count("svg") == 3  # summary, histogram, percentiles
     times = list(spans.values())
     p50, p90, p99 = (cell_text(round(percentile(times, q), 3)) for q in (0.5, 0.9, 0.99))
     assert re.search(
@@ -204,3 +205,94 @@ def test_many_steps_are_drawn_as_their_distribution_and_the_slowest(steps400, tm
         page.split("The 10 slowest step rows")[1].split("</table>")[0],
     )
     assert [int(s) for s in listed] == slowest
+
+
+def _memory(at: float, nbytes: int, addr: int) -> dict:
+    """A CPU allocation of `nbytes` at `at` µs, as torch.profiler's profile_memory writes it."""
+    args = {"Device Type": 0, "Device Id": -1, "Addr": addr, "Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0}
+    return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": at, "args": args}
+
+
+CPU_OPS = (("aten::mm", 10, 300), ("aten::add", 400, 100))  # (name, start in the step, µs)
+
+
+@pytest.fixture(scope="module")
+def cpu_page(tmp_path_factory):
+    """A CPU-only run of 3 steps (two ops each, 4 KB allocated in aten::mm, 1 MB in the step
+    outside every op), its report page and its raw events."""
+    tmp = tmp_path_factory.mktemp("cpu_report")
+    events = []
+    for step in (1, 2, 3):
+        t = step * 1000
+        events.append(x(f"ProfilerStep#{step}", t, 900, cat="user_annotation"))
+        events += [x(name, t + start, dur) for name, start, dur in CPU_OPS]
+        events += [_memory(t + 20, 4096, step * 100), _memory(t + 350, 1 << 20, step * 100 + 1)]
+    with prof_engine.open(prof_engine.import_trace([write_trace(tmp / "t.json", events)], tmp / "run", jobs=1)) as r:
+        page = r.report(tmp / "r.html").read_text(encoding="utf-8")
+        op_memory = [row[2] for row in r.sql("SELECT * FROM op_memory").rows()]
+    return page, events, op_memory
+
+
+@pytest.fixture(scope="module")
+def gpu_page(run, tmp_path_factory):
+    """The report page of `run` (GPU kernels), and the first finding of its advice (severity, text)."""
+    with prof_engine.open(run) as r:
+        page = r.report(tmp_path_factory.mktemp("gpu_report") / "r.html").read_text(encoding="utf-8")
+        ((severity, finding),) = r.sql('SELECT "Severity", "Finding" FROM summary_advice(1)').rows()
+    return page, (severity, finding)
+
+
+def _sections(page: str) -> list[str]:
+    return re.findall(r"<section><h2>(.*?)</h2>", page)
+
+
+def test_the_page_opens_with_a_summary_and_ends_with_the_manifest(cpu_page, gpu_page):
+    """The manifest opened the page and advice came 5th: now the summary (step time, where it
+    goes, the first findings), the advice, the tables; the manifest last. Step time and its shares
+    as the raw events give them: each step from its first op's start to its last op's end."""
+    page, events, _ = cpu_page
+    sections = _sections(page)
+    assert sections[0] == "Summary" and sections[1].startswith("Advice") and sections[-1] == "Run (manifest)"
+    assert sections.index("Step breakdown (µs)") < sections.index("Top 20 ops by total duration")
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    spans, busy = [], 0.0
+    for s in steps:
+        ops = [e for e in events if e.get("cat") == "cpu_op" and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+        spans.append(max(e["ts"] + e["dur"] for e in ops) - min(e["ts"] for e in ops))
+        busy += sum(e["dur"] for e in ops)  # (they do not overlap)
+    summary = page.split("<h2>Summary</h2>")[1].split("</section>")[0]
+    assert f"{len(steps)} step(s) on 1 device: step time {cell_text(sum(spans) / len(spans))} µs on average." in summary
+    computing = round(100 * busy / sum(spans), 1)
+    assert (
+        f"Computing {cell_text(computing)} %" in summary and f"Free {cell_text(round(100 - computing, 1))} %" in summary
+    )
+    assert "<ol><li>advice: no findings;" in summary  # what advice checked, where it found nothing
+    gpu, (severity, finding) = gpu_page  # a GPU run: its findings, most severe first
+    assert _sections(gpu)[0] == "Summary" and _sections(gpu)[-1] == "Run (manifest)"
+    first = gpu.split("<h2>Summary</h2>")[1].split("</li>")[0]
+    assert severity == "high" and "<b>high</b>" in first and escape(finding) in first
+
+
+def test_a_cpu_only_page_hides_device_columns_that_are_all_zero(cpu_page, gpu_page):
+    """No device task in the raw events: the step breakdown's communication columns and
+    key_averages' device columns are all 0, and the page leaves them out, saying which."""
+    page, events, _ = cpu_page
+    assert not [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    steps = page.split("<h2>Step breakdown (µs)</h2>")[1].split("</section>")[0]
+    assert "<th>Computing</th>" in steps and "<th>Free</th>" in steps
+    assert "<th>Overlapped</th>" not in steps and "<th>Communication(Not Overlapped)</th>" not in steps
+    assert "Not shown, all 0 on this CPU-only run: Communication(Not Overlapped), Overlapped" in steps
+    framework = page.split("framework ops by device time (key_averages)</h2>")[1].split("</section>")[0]
+    assert "<th>Self Host(us)</th>" in framework and "Device Total(us)" in framework.split("Not shown")[1]
+    assert "<th>Device Total(us)</th>" not in framework and "<th>Self Device(us)</th>" not in framework
+    gpu, _ = gpu_page  # a GPU run keeps its columns, zero or not
+    assert "<th>Overlapped</th>" in gpu and "CPU-only" not in gpu
+
+
+def test_op_memory_in_the_report_leaves_the_steps_out(cpu_page):
+    """1 MB allocated in each step outside every op: op_memory (and its export) names the step,
+    as torch does; the report's table of ops lists ops only (it listed ProfilerStep#1, #2, #3 first)."""
+    page, _, op_memory = cpu_page
+    assert {"ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "aten::mm"} <= set(op_memory)
+    table = page.split("ops by memory allocated (op_memory)</h2>")[1].split("</section>")[0]
+    assert "aten::mm" in table and "ProfilerStep#" not in table

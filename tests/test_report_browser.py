@@ -13,7 +13,7 @@ import json
 import re
 import shutil
 import subprocess
-from html import unescape
+from html import escape, unescape
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,7 @@ window.addEventListener("load", function () {
     out.tables.push({right: r.right, top: r.top + window.scrollY, width: t.offsetWidth, room: t.parentElement.clientWidth});
   });
   document.querySelectorAll("h2, h3").forEach(function (h) {
-    out.headings.push({text: h.textContent, top: h.getBoundingClientRect().top + window.scrollY});
+    out.headings.push({tag: h.tagName, text: h.textContent, top: h.getBoundingClientRect().top + window.scrollY});
   });
   document.querySelectorAll("td").forEach(function (td) {
     if (td.scrollWidth > td.clientWidth + 1) {  // cut: the ellipsis shows
@@ -57,7 +57,7 @@ window.addEventListener("load", function () {
   });
   var pre = document.createElement("pre");
   pre.id = "measured"; pre.style.display = "none"; pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  (window.parent === window ? document : window.parent.document).body.appendChild(pre);  // (a frame's)
 });
 </script>"""
 
@@ -85,15 +85,26 @@ def browser(tmp_path_factory):
     return found
 
 
-def measure(browser: str, report: Path, out: Path) -> dict:
-    """Lay out `report` at 1,400 px; return what MEASURE found, and keep a screenshot beside it."""
+# Chromium's window is no narrower than 500 px: a narrower window is a frame of that width (a
+# `srcdoc` frame: its own viewport, media queries and all, and the page's origin for the result).
+MIN_WINDOW = 500
+
+
+def measure(browser: str, report: Path, out: Path, width: int = WIDTH) -> dict:
+    """Lay out `report` at `width` px; return what MEASURE found, and keep a screenshot beside it."""
     page = out / f"{report.stem}.measured.html"
-    page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    measured = report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>")
+    if width < MIN_WINDOW:
+        measured = (
+            '<!DOCTYPE html><html><body style="margin:0"><iframe style="border:0;width:'
+            f'{width}px;height:2400px" srcdoc="{escape(measured)}"></iframe></body></html>'
+        )
+    page.write_text(measured, encoding="utf-8")
     proc = _chromium(
         browser,
-        out / f"profile-{report.stem}",
-        f"--window-size={WIDTH},2400",
-        f"--screenshot={out / (report.stem + '.png')}",
+        out / f"profile-{report.stem}-{width}",
+        f"--window-size={max(width, MIN_WINDOW)},2400",
+        f"--screenshot={out / f'{report.stem}-{width}.png'}",
         "--dump-dom",
         page.as_uri(),
     )
@@ -125,9 +136,10 @@ def test_nccl_run_reads_at_1400_px_with_kernel_names_whole_on_hover(browser, ncc
         names = [row[0] for row in r.sql('SELECT "Op Name" FROM summary_top_ops(20)').rows()]  # (the report's macro)
     m = measure(browser, report, tmp_path)
     check_layout(m)
+    assert sections(m)[0] == "Summary" and sections(m)[-1] == "Run (manifest)"
     longest = max(names, key=len)
     assert len(longest) > 500 and m["cut"] >= 10 and longest in m["titles"]  # ~1,300 characters, one line
-    assert (tmp_path / "nccl.png").stat().st_size > 10_000
+    assert (tmp_path / "nccl-1400.png").stat().st_size > 10_000
 
 
 def test_torch_npu_run_reads_at_1400_px(browser, torch_npu_text_run, tmp_path):
@@ -135,7 +147,7 @@ def test_torch_npu_run_reads_at_1400_px(browser, torch_npu_text_run, tmp_path):
     m = measure(browser, run.report(tmp_path / "torch_npu.html"), tmp_path)
     check_layout(m)
     assert any(h["text"].endswith("(advice: what to look at first)") for h in m["headings"])  # its prose wraps
-    assert (tmp_path / "torch_npu.png").stat().st_size > 10_000
+    assert (tmp_path / "torch_npu-1400.png").stat().st_size > 10_000
 
 
 def test_400_steps_leave_the_tables_near_the_top(browser, tmp_path):
@@ -146,4 +158,27 @@ def test_400_steps_leave_the_tables_near_the_top(browser, tmp_path):
     check_layout(m)
     top_ops = next(h["top"] for h in m["headings"] if h["text"].endswith("ops by total duration"))
     assert top_ops < 1500 and m["height"] < 4000  # a bar per step: ~9,700 px and ~11,600 px
-    assert (tmp_path / "steps400.png").stat().st_size > 10_000
+    assert (tmp_path / "steps400-1400.png").stat().st_size > 10_000
+
+
+def sections(m: dict) -> list[str]:
+    return [h["text"] for h in m["headings"] if h["tag"] == "H2"]
+
+
+def test_the_page_opens_with_its_summary_and_reads_at_390_px(browser, nccl_run, tmp_path):
+    """A phone-sized window: the page was 868 px wide at 390 (fixed-width charts, no viewport).
+    Now nothing but a table's own box scrolls sideways; the page opens with the summary (step
+    time, its shares, the first findings), then what the import guessed and the advice; the
+    manifest last (it opened the page, and advice came 5th)."""
+    with prof_engine.open(nccl_run) as r:
+        report = r.report(tmp_path / "nccl.html")
+    m = measure(browser, report, tmp_path, 390)
+    assert m["fetched"] == [] and m["untitled"] == []
+    assert m["width"] <= m["viewport"] <= 390, m["width"]
+    assert sections(m)[:3] == [
+        "Summary",
+        "Data quality (data_quality: what the import had to guess)",
+        "Advice (advice: what to look at first)",
+    ]
+    assert sections(m)[-1] == "Run (manifest)"
+    assert (tmp_path / "nccl-390.png").stat().st_size > 10_000

@@ -18,8 +18,8 @@ import shlex
 from html import escape
 from pathlib import Path
 
-from prof_engine.engine.session import STEPS_TITLE, Result, Run
-from prof_engine.engine.tables import cell_text, html_table
+from prof_engine.engine.session import QUALITY_TITLE, STEPS_TITLE, Result, Run
+from prof_engine.engine.tables import cell_text, html_table, is_number
 from prof_engine.store.files import atomic_path, output_file
 
 # The step breakdown's parts, drawn left to right (torch_npu: step time = Computing +
@@ -30,13 +30,19 @@ PART_COLOURS = {"Step Time(us)": "#59595e", **dict(PARTS), "Overlapped": "#76b7b
 BAR, GAP, LABEL, WIDTH = 16, 4, 190, 640  # px: bar height, gap, label column, bar area
 MANY_STEPS = 30  # step rows (rank, device, step) beyond which the steps are summarised, not drawn
 SLOWEST = 10  # the slowest step rows listed when summarised
+BAR_W, FINDINGS = 640, 3  # px: the summary's share bar; the findings of advice it lists
+# Columns of device time: where a CPU-only run has them all 0 the page leaves them out.
+DEVICE_WORDS = ("Device", "Communication", "Overlapped", "Bubble", "Kernel")
 HIST_W, HIST_H, PERCENTILE_W = 440, 90, 250  # px: the step-time histogram's plot area, the percentiles' scale
 # Columns of sentences, which wrap; other text (op, kernel, file names) is cut to one line.
 PROSE = frozenset({"value", "Detail", "Meaning", "Finding", "Suggestion", "Views", "Query", "Note"})
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; } h3 { font-size: 1em; margin: 1em 0 .3em; }
+@media (max-width: 600px) { body { margin: 1em; } }
+h1 { font-size: 1.4em; overflow-wrap: anywhere; } p, li { overflow-wrap: anywhere; }
+svg { max-width: 100%; height: auto; }
+p.lead { font-size: 1.1em; } h2 { font-size: 1.1em; margin-top: 2em; } h3 { font-size: 1em; margin: 1em 0 .3em; }
 table { border-collapse: collapse; margin: .5em 0; max-width: 100%; }
 th, td { border: 1px solid #ddd; padding: 2px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; }
@@ -53,12 +59,20 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
     """Write the report of `run` to `target` (an .html file, or a directory for report.html)."""
     target = output_file(target, "report.html")
     summary = run.summary(top, more=True)
-    parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _table(run.info())]
-    for title, result in summary.items():  # the step breakdown is drawn too
-        parts.append(f"<h2>{escape(title)}</h2>")
-        parts.append(_steps(run, result) if title == STEPS_TITLE else _table(result))
+    ((cpu_only,),) = run.sql("SELECT * FROM _report_cpu_only").rows()
+    # A reader's order: the summary, what to look at first, then the tables; the manifest last.
+    advice = next((t for t in summary if t.startswith("Advice")), None)
+    titles = [t for t in summary if t == QUALITY_TITLE] + ([advice] if advice else [])
+    titles += [t for t in summary if t not in titles]
+    parts = [f"<h1>prof-engine report: {escape(run.path.name)}</h1>", _section("Summary", _summary(run, summary))]
+    for title in titles:  # the step breakdown is drawn too
+        result = summary[title]
+        body = _steps(run, result, cpu_only) if title == STEPS_TITLE else _table(result, cpu_only)
+        parts.append(_section(title, body))
+    parts.append(_section("Run (manifest)", _table(run.info())))
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(run.path.name)}: prof-engine report</title><style>{_STYLE}</style></head>\n<body>\n"
         + "\n".join(parts)
         + "\n</body></html>\n"
@@ -68,9 +82,69 @@ def write_report(run: Run, target: Path | str, top: int = 20) -> Path:
     return target
 
 
-def _table(result: Result) -> str:
+def _section(title: str, body: str) -> str:
+    return f"<section><h2>{escape(title)}</h2>\n{body}</section>"
+
+
+def _summary(run: Run, tables: dict[str, Result]) -> str:
+    """The page's opening: step time, the shares of it computing, communication not hidden by it
+    and idle take (a bar), and the first findings of advice (`_report_summary`, `summary_advice`)."""
+    result = run.sql("SELECT * FROM _report_summary")
+    row = dict(zip(result.columns, result.rows()[0]))
+    if not row["Rows"]:
+        return "<p>(no records in any step or device)</p>"
+    where = f"{row['Devices']:,} ranks/devices" if row["Devices"] > 1 else "1 device"
+    if row["In Steps"]:
+        span = (
+            "" if row["Min(us)"] == row["Max(us)"] else f" ({cell_text(row['Min(us)'])} to {cell_text(row['Max(us)'])})"
+        )
+        lead = f"{row['Steps']:,} step(s) on {where}: step time {cell_text(row['Mean(us)'])} µs on average{span}."
+    else:
+        lead = (
+            f"No steps (no ProfilerStep# or step ranges): the whole trace, {cell_text(row['Mean(us)'])} µs on "
+            f"average on {where}."
+        )
+    shares = [(part, colour, row[f"{part}(%)"] or 0.0) for part, colour in PARTS]
+    bar = [_svg(BAR_W, BAR, "where the step time goes")]
+    x = 0.0
+    for part, colour, share in shares:
+        w = share / 100 * BAR_W
+        if w > 0:
+            bar.append(
+                f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="{BAR}" fill="{colour}">'
+                f"<title>{escape(f'{part} {share} %')}</title></rect>"
+            )
+            x += w
+    bar.append("</svg>")
+    legend = "".join(f'<span style="background:{c}"></span>{escape(p)} {escape(cell_text(v))} %' for p, c, v in shares)
+    advice = next((r for t, r in tables.items() if t.startswith("Advice")), None)
+    findings = ""
+    if advice is not None and len(advice):
+        items = []
+        for r in [dict(zip(advice.columns, values)) for values in advice.rows()[:FINDINGS]]:
+            ranks = cell_text(r.get("Ranks", r.get("Rank")))  # (advice across ranks: their list)
+            head = (f"<b>{escape(r['Severity'])}</b> " if r.get("Severity") else "") + (
+                f"(rank {escape(ranks)}) " if ranks else ""
+            )
+            items.append(f"<li>{head.strip() + ': ' if head else ''}{escape(cell_text(r.get('Finding')))}</li>")
+        findings = "<h3>Top findings (advice)</h3><ol>" + "".join(items) + "</ol>"
+    return f'<p class="lead">{escape(lead)}</p><div class="legend">{legend}</div>{"".join(bar)}{findings}'
+
+
+def _zero_device_columns(result: Result) -> list[str]:
+    """The device columns of `result` (DEVICE_WORDS in the name) whose every value is 0 or NULL."""
+    arrow = result.arrow()
+    return [
+        name
+        for name, typ, col in zip(arrow.column_names, arrow.schema.types, arrow.columns)
+        if is_number(typ) and any(w in name for w in DEVICE_WORDS) and not any(v for v in col.to_pylist())
+    ]
+
+
+def _table(result: Result, cpu_only: bool = False) -> str:
     """`result` as a table (in a box that scrolls a table too wide, rather than the page), and how
-    many rows it leaves out where it holds the first of more (`Result.total`)."""
+    many rows it leaves out where it holds the first of more (`Result.total`). On a CPU-only run
+    (`cpu_only`) the device columns that are all zero are left out, and a line names them."""
     if not len(result):
         return "<p>(none)</p>"
     total = result.total
@@ -82,14 +156,18 @@ def _table(result: Result) -> str:
         if total > len(result)
         else ""
     )
-    return f'<div class="wide">{html_table(result.arrow(), PROSE)}</div>{more}'
+    arrow = result.arrow()
+    if cpu_only and (zero := _zero_device_columns(result)):
+        arrow = arrow.drop_columns(zero)
+        more += f'<p class="more">Not shown, all 0 on this CPU-only run: {escape(", ".join(zero))}</p>'
+    return f'<div class="wide">{html_table(arrow, PROSE)}</div>{more}'
 
 
-def _steps(run: Run, steps: Result) -> str:
+def _steps(run: Run, steps: Result, cpu_only: bool = False) -> str:
     """A bar per step row where there are few; else how many, their distribution and the slowest."""
     ((rows, distinct, devices),) = run.sql("SELECT * FROM _report_step_count").rows()
     if rows <= MANY_STEPS:
-        return _step_chart(steps) + _table(steps)
+        return _step_chart(steps) + _table(steps, cpu_only)
     slowest = run.sql("SELECT * FROM _report_slowest_steps LIMIT ?", [SLOWEST])
     where = f"{devices:,} ranks/devices" if devices > 1 else "1 device"
     note = (
@@ -105,14 +183,16 @@ def _steps(run: Run, steps: Result) -> str:
         + f'<div class="charts"><div>{histogram}<br>{_percentile_chart(distribution)}</div>'
         + f"<div><h3>Percentiles over all step rows (µs)</h3>{_table(distribution)}</div></div>"
         + slowest_title
-        + _table(slowest)
+        + _table(slowest, cpu_only)
     )
 
 
 def _svg(width: float, height: float, label: str) -> str:
+    """An SVG of `width` × `height` px that shrinks with a narrower window (its viewBox, and the
+    style's max-width: 100%), its text with it."""
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'role="img" aria-label="{escape(label)}">'
+        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(label)}">'
     )
 
 
