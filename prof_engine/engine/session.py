@@ -418,13 +418,13 @@ class Run:
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
         try:
-            # created, not computed (`GroupedRun.prepare`): every view for a query of the catalog,
-            # and those named in its strings too (SQL run from a string: `query_table('op_summary')`)
             if self.read_only_sql and (refused := refusal(self.con, query)):
                 raise QueryError(
                     f"--safe runs read-only SQL (SELECT, EXPLAIN [ANALYZE] of a SELECT, PRAGMAs that read "
                     f"the catalog), not {refused}"
                 )
+            # created, not computed (`GroupedRun.prepare`): every view for a query of the catalog,
+            # and those named in its strings too (SQL run from a string: `query_table('op_summary')`)
             if words(query) & CATALOG_WORDS:
                 Run.prepare(self, [name for name in definitions() if name not in ON_DEMAND])
             Run.prepare(self, named(query, literals=True))
