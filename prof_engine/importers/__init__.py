@@ -545,7 +545,11 @@ def _import_batch(
             failed[i] if i in failed else _import_unit(u, i, unit_dir.parent / f"{i:06d}", memory_limit, threads)
             for u, i in batch
         ]
-    parts = _split(done, infos, unit_dir / "out")
+    # the run takes each source's tables from its own unit directory: the batch's is the first
+    # imported source's (the first of the batch may have failed)
+    if (home := unit_dir.parent / f"{infos[0].index:06d}") != unit_dir:
+        unit_dir.rename(home)
+    parts = _split(done, infos, home / "out")
     return [failed[i] if i in failed else parts[i] for _, i in batch]
 
 

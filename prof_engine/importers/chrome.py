@@ -477,7 +477,10 @@ def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[in
     reader = ChromeTraceReader(path, progress=progress)
     conv = ChromeConverter(file_index, sink)
     if conv.columnar:  # one columnar converter, whatever reads the bytes
-        for chunk in scan.Scanner(reader).chunks() if scan.available() else pychunks.chunks(reader):
+        # reading ahead on a thread pays for large files; a small one waits on the handoffs instead
+        threaded = path.stat().st_size > (4 << 20)
+        chunks = scan.Scanner(reader).chunks(threaded) if scan.available() else pychunks.chunks(reader)
+        for chunk in chunks:
             chunkconv.feed(conv, chunk)
     else:
         for events in reader.chunks():
