@@ -554,10 +554,14 @@ def test_the_same_script_recorded_twice_is_no_significant_change_at_every_level(
     significant change" stands on a test of each item, never on items too thin to judge."""
     rows = same_script.arrow().to_pylist()
     assert {r["Level"] for r in rows} == {"step", "op_type", "op", "api", "memory"}
-    assert [r["Item"] for r in rows if r["Status"] != "no change" or r["Significant"]] == []
+    assert [r["Item"] for r in rows if r["Status"] not in ("no change", "inconclusive") or r["Significant"]] == []
     assert all(r["CI Low"] is not None and r["Base N"] == r["Run N"] == 8 for r in rows)  # memory too: a peak per step
     assert all(r["Q Value"] is not None for r in rows)
-    assert verdict(same_script) == "b vs a: no significant change"
+    # on a loaded machine a CPU step can vary by half: an estimate beyond twice the floor over an
+    # interval that reaches into it is `inconclusive` (issue 38, item 11), never `no change`
+    assert all(r["Status"] == "inconclusive" for r in rows if abs(r["Delta"]) > 2 * r["Noise Floor"])
+    line = verdict(same_script)
+    assert line == "b vs a: no significant change" or ("inconclusive" in line and "slower" not in line)
     assert "Benjamini–Hochberg" in same_script.method and "false discovery rate" in same_script.method
 
 
@@ -586,7 +590,10 @@ def test_an_op_whose_input_shapes_changed_is_matched_by_name(tmp_path):
     `shapes changed` item per op name, its time judged as any other, instead of a removal and an addition."""
     (a, b), cycles = _record_pair(tmp_path, steps=4, batches=(16, 24), per_cycle=2)
     rows = _rows(prof_engine.compare(a, b, levels=["op"]), "b")
-    assert {r["Status"] for r in rows.values()} <= {"shapes changed", "no change", "slower", "faster", "count changed"}
+    assert {r["Status"] for r in rows.values()} <= {
+        *("shapes changed", "no change", "slower", "faster", "count changed"),
+        "inconclusive",  # a noisy CPU op's large estimate over a wide interval (issue 38, item 11)
+    }
     # the oracle: input shapes of aten::addmm in the raw traces of each run
     shapes = [
         {

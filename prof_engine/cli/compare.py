@@ -1,8 +1,10 @@
 """`prof-engine compare`: runs beside a baseline, sorted by impact, with regression gates for CI.
 
 Exit codes: 0 when every `--fail-if` threshold passes, 3 when one fails (one `regression:` line on
-stderr), 2 for usage errors (a threshold outside the grammar, an unknown format or level), 1 for
-a problem with a run (missing, not a run).
+stderr), 4 when none fails but one cannot be decided (an `inconclusive` item might pass it: one
+`inconclusive:` line per threshold on stderr, with about how many samples would decide), 2 for
+usage errors (a threshold outside the grammar, an unknown format or level), 1 for a problem with a
+run (missing, not a run).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def compare(
         list[str] | None,
         typer.Option(
             "--fail-if",
-            help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.",
+            help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable); exit 4 when none does but an inconclusive item might (too few samples, or too wide an interval: the line says how many samples would decide). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.",
         ),
     ] = None,
     level: Annotated[
@@ -153,6 +155,10 @@ def compare(
     """Compare runs with a baseline: step time and breakdown, op types, ops, APIs, communication, memory.
 
     Example: [bold]prof-engine compare yesterday today --fail-if 'step_time > +5%'[/bold]
+
+    Exit status: 0 every --fail-if passes; 3 one fails (a regression); 4 none fails but one cannot be
+    decided (an inconclusive item might pass it; the line says about how many samples would decide);
+    2 a usage error; 1 a run that cannot be read.
     """
     from prof_engine import compare as compare_runs
     from prof_engine.engine.compare import LEVELS
@@ -164,11 +170,17 @@ def compare(
     gates = _gates(fail_if or [])
     base, others = _runs(runs, baseline)
     cmp = compare_runs(base, *others, levels=level or LEVELS, noise_floor=noise_floor / 100, confidence=confidence)
+    for line in cmp.warnings:
+        print(f"Warning: {line}", file=sys.stderr)
     _write(cmp, fmt, top, wide)
     try:
         reasons = cmp.check(gates)
+        unsure = cmp.undecided(gates)
     except ThresholdError as e:
         raise typer.BadParameter(str(e), param_hint="--fail-if") from None
     if reasons:
         print("; ".join(reasons), file=sys.stderr)
         raise typer.Exit(3)
+    if unsure:  # a CI gate must not pass on what could not be judged
+        print("\n".join(unsure), file=sys.stderr)
+        raise typer.Exit(4)

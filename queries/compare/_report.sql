@@ -22,14 +22,17 @@
 -- `removed` (no call or sample on one side), else `shapes changed` (an op matched by name whose
 -- input shapes differ; Significant still judges its time), else `inconclusive` (too few samples),
 -- else `count changed` (calls per sample changed), else `slower` / `faster` (`higher` / `lower`
--- for memory) when significant, else `no change`. Rows are sorted by level, then by impact:
+-- for memory) when significant, else `inconclusive` when the estimate lies beyond twice the floor
+-- yet is not significant (its interval reaches into the floor, or the false-discovery control
+-- rejects it: +169 % over a wide interval is not `no change`; within twice the floor an estimate is
+-- of the size run-to-run noise gives), else `no change`. Rows are sorted by level, then by impact:
 -- |Delta|, the change of the item's time per sample — time delta × count.
 -- column `Level` VARCHAR: step, op_type, op, api, communication or memory
 -- column `Device Type` VARCHAR: device or host
 -- column `Item` VARCHAR: step lane (Step Time, Computing, ...), op type, op name, API name, communication op type or memory component
 -- column `Detail` VARCHAR: core type (op_type), input shapes (op; `before → after` when they changed), API level (api), memory measure (memory); '' when none
 -- column `Run` VARCHAR: the run compared with the baseline
--- column `Status` VARCHAR: added, removed, shapes changed, inconclusive, count changed, slower, faster, higher, lower or no change
+-- column `Status` VARCHAR: added, removed, shapes changed, inconclusive (too few samples, or an estimate beyond twice the floor not confirmed), count changed, slower, faster, higher, lower or no change
 -- column `Significant` BOOLEAN: the time (memory) change counts: q ≤ α and the interval beyond the noise floor, or the item was added or removed (see Rule)
 -- column `Unit` VARCHAR: us/step for times (µs per rank, device and step), MB for memory (peak per rank, device and step)
 -- column `Base Median` DOUBLE: baseline median over its samples, in Unit
@@ -91,6 +94,7 @@ SELECT j.level AS "Level", j.device_type AS "Device Type", j.item AS "Item", j.d
             WHEN calls_changed THEN 'count changed'
             WHEN significant AND delta > 0 THEN CASE WHEN j.level = 'memory' THEN 'higher' ELSE 'slower' END
             WHEN significant THEN CASE WHEN j.level = 'memory' THEN 'lower' ELSE 'faster' END
+            WHEN abs(delta) > 2 * floor THEN 'inconclusive'  -- a large estimate the test cannot confirm
             ELSE 'no change' END AS "Status",
        significant OR absent_base OR absent_run AS "Significant",
        CASE WHEN j.level = 'memory' THEN 'MB' ELSE 'us/step' END AS "Unit",

@@ -21,7 +21,8 @@ few samples for that interval is `inconclusive`, never judged on its estimate al
 statistic gives each item a p-value against the noise floor, max(noise_floor × |baseline median|,
 1 µs per step; 1 MB for memory); Benjamini–Hochberg adjusts them within each level, and a change
 counts only when its q-value is at most 1 − confidence and its whole interval lies beyond the
-floor, so run-to-run noise reads `no change` and hundreds of items yield few false findings. An op
+floor, so run-to-run noise reads `no change` and hundreds of items yield few false findings; an
+estimate beyond twice the floor that is not significant reads `inconclusive`, not `no change`. An op
 whose input shapes changed is matched by name (`shapes changed`). Runs with no item in common
 are an error, not "no significant change". The algorithm is spelled out in
 queries/compare/_shift.sql and _report.sql.
@@ -115,6 +116,7 @@ class Batch:
         sources = [_run_source(r) for r in runs]
         manifests = [read_manifest(path) for path, _ in sources]  # every run is one before any is attached
         self.labels = _labels([p for p, _ in sources])
+        self.manifests = manifests
         self.con = connect()
         try:
             for i, ((path, steps), manifest) in enumerate(zip(sources, manifests)):
@@ -187,6 +189,7 @@ class _Meta:
     runs: list[str]
     settings: Settings
     levels: tuple[str, ...] = field(default=LEVELS)
+    warnings: list[str] = field(default_factory=list)
 
 
 class Comparison(Result):
@@ -199,6 +202,7 @@ class Comparison(Result):
         self.runs = meta.runs
         self.settings = meta.settings
         self.levels = meta.levels
+        self.warnings = meta.warnings  # lines to show before the comparison (runs of unlike devices)
 
     @property
     def method(self) -> str:
@@ -225,6 +229,13 @@ class Comparison(Result):
         from prof_engine.engine.compare.thresholds import check
 
         return check(self, thresholds)
+
+    def undecided(self, thresholds: Sequence[str | Threshold]) -> list[str]:
+        """The thresholds no row fails but an `inconclusive` row might, with how many samples would
+        decide each (`thresholds.undecided`); [] when every threshold is decided."""
+        from prof_engine.engine.compare.thresholds import undecided
+
+        return undecided(self, thresholds)
 
     def markdown(self, top: int = 10) -> str:
         """The comparison as Markdown tables, one per level (top `top` rows by impact; 0: all)."""
@@ -259,9 +270,31 @@ def compare(
     settings = Settings(confidence=confidence, noise_floor=noise_floor)
     with Batch([baseline, *candidates]) as batch:
         table = batch.report(levels, settings)
-        meta = _Meta(batch.labels[0], batch.labels[1:], settings, tuple(levels))
+        warnings = _unlike_devices(batch.labels, batch.manifests)
+        meta = _Meta(batch.labels[0], batch.labels[1:], settings, tuple(levels), warnings)
     _require_common(table, meta)
     return Comparison(table, meta)
+
+
+def _accelerators(manifest: dict) -> list[str]:
+    return sorted({d["device"] for d in manifest.get("devices", []) if d.get("device") != "host"})
+
+
+def _unlike_devices(labels: Sequence[str], manifests: Sequence[dict]) -> list[str]:
+    """One line per run that recorded accelerator activity where the baseline recorded none, or
+    none where it did: its device items read as added or removed, and its step time is measured on
+    another clock (the host's, not a device's), so a change there says nothing about the program."""
+    base = _accelerators(manifests[0])
+    lines = []
+    for label, manifest in zip(labels[1:], manifests[1:]):
+        mine = _accelerators(manifest)
+        if bool(base) != bool(mine):
+            gpu, cpu = (labels[0], label) if base else (label, labels[0])
+            lines.append(
+                f"{cpu} recorded no accelerator activity and {gpu} did ({', '.join(base or mine)}): a CPU-only run "
+                f"against a GPU run compares different measurements; record both with the same activities"
+            )
+    return lines
 
 
 def _require_common(table: pa.Table, meta: _Meta) -> None:

@@ -150,7 +150,25 @@ def level_tables(cmp: Comparison, top: int = 10) -> list[TextTable]:
     return tables
 
 
-def _headline(r: dict[str, Any]) -> str:
+def why_inconclusive(r: dict[str, Any], confidence: float) -> str:
+    """Why an `inconclusive` row could not be judged: too few samples for an interval, or an
+    interval that reaches into the noise floor (or a change the false-discovery control rejects)."""
+    if r["CI Low"] is None:
+        return f"{r['Base N']} vs {r['Run N']} samples, too few for a {confidence:.0%} interval"
+    base = abs(r["Base Median"] or 0)
+
+    def pct(v: float) -> str:
+        return _pct(v / base * 100) if base else _num(v, True)
+
+    if r["CI Low"] <= r["Noise Floor"] and r["CI High"] >= -r["Noise Floor"]:
+        return (
+            f"its {confidence:.0%} interval {pct(r['CI Low'])} … {pct(r['CI High'])} is too wide: it reaches into "
+            f"the noise floor (±{pct(r['Noise Floor']).lstrip('+')}) over {r['Base N']} vs {r['Run N']} samples"
+        )
+    return f"not confirmed by the false-discovery control over its level (q = {r['Q Value']:.3g})"
+
+
+def _headline(r: dict[str, Any], confidence: float) -> str:
     """`step time +9.9% (slower, CI +8.3% … +11.1%)` for a Step Time row."""
     base = abs(r["Base Median"] or 0)
     ci = (
@@ -160,7 +178,7 @@ def _headline(r: dict[str, Any]) -> str:
     )
     status = r["Status"]
     if status == "inconclusive":
-        status = f"inconclusive: {r['Base N']} vs {r['Run N']} samples"
+        return f"step time {_pct(r['Delta(%)']) or _num(r['Delta'], True) + ' µs'} (inconclusive: {why_inconclusive(r, confidence)})"
     return f"step time {_pct(r['Delta(%)']) or _num(r['Delta'], True) + ' µs'} ({status}{ci})"
 
 
@@ -178,13 +196,15 @@ def verdict(cmp: Comparison) -> str:
             if r["Status"] not in UNCHANGED and r not in steps:
                 counts[r["Status"]] = counts.get(r["Status"], 0) + 1
         unjudged = sum(r["Status"] == "inconclusive" for r in mine if r not in steps)
+        wide = any(r["Status"] == "inconclusive" and r["CI Low"] is not None for r in mine if r not in steps)
+        why = f"{few}, or intervals too wide to tell" if wide else few
         found = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        head = [_headline(r) for r in steps[:1]]
+        head = [_headline(r, cmp.settings.confidence) for r in steps[:1]]
         n, other = sum(counts.values()), " other" if steps else ""
         change = f"{n}{other} change{'s' if n > 1 else ''}: {found}" if counts else "no other significant change"
-        unsure = [f"{unjudged}{other} item{'s' if unjudged > 1 else ''} inconclusive ({few})"] if unjudged else []
+        unsure = [f"{unjudged}{other} item{'s' if unjudged > 1 else ''} inconclusive ({why})"] if unjudged else []
         if not counts and all(r["Status"] == "inconclusive" for r in mine):
-            parts = [f"inconclusive: {few} ({_sample_sizes(mine)})", *head]
+            parts = [f"inconclusive: {why} ({_sample_sizes(mine)})", *head]
         elif not counts and all(r["Status"] == "no change" for r in steps):
             parts = ["no significant change", *unsure]
         else:

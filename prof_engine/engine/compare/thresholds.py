@@ -17,12 +17,15 @@ A row fails a threshold when its change is significant (column `Significant`: it
 q-value is within the false discovery rate and the whole confidence interval lies beyond the noise
 floor, or the item was added or removed) and its Delta passes the amount; a change inside the
 noise, an `inconclusive` item (too few samples) or one the false-discovery control rejects never
-fails a gate. Examples: `step_time > +5%`,
+fails a gate; but a gate that an `inconclusive` item might fail is undecided (`undecided`: the CLI
+exits 4 and says about how many samples would decide), so a CI gate does not pass on what could
+not be judged. Examples: `step_time > +5%`,
 `op_type > +50us`, `memory > +512MB`, `step[Free] > +10%`, `step_time < -50%`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -128,3 +131,74 @@ def check(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[str]:
             more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
             reasons.append(f"regression: {t.text}: {_describe(failing[0], t)}{more}")
     return reasons
+
+
+def _in_unit(row: dict[str, Any], t: Threshold, v: float | None) -> float | None:
+    """`v`, in Delta's unit (µs per step, MB), in the threshold's unit."""
+    if v is None:
+        return None
+    if t.unit == "%":
+        return v / abs(row["Base Median"]) * 100 if row["Base Median"] else None
+    return v / 1000 if t.unit == "ms" else v
+
+
+def _undecided(row: dict[str, Any], t: Threshold) -> bool:
+    """Whether an `inconclusive` row may pass the threshold: its interval reaches past the amount,
+    or (too few samples for one) its estimate passes it."""
+    if row["Status"] != "inconclusive" or row["Level"] != t.level or (t.item is not None and row["Item"] != t.item):
+        return False
+    low, high, value = _in_unit(row, t, row["CI Low"]), _in_unit(row, t, row["CI High"]), t.value(row)
+    if low is None or high is None:
+        return value is not None and (value > t.amount if t.above else value < t.amount)
+    return high > t.amount if t.above else low < t.amount
+
+
+def samples_to_decide(row: dict[str, Any], t: Threshold, z: float) -> int | None:
+    """About how many samples a side would put the interval of `row`'s change clear of the threshold,
+    from the spreads observed (a normal approximation: n = z²·(s_base² + s_run²) / (Delta − amount)²,
+    at least 4, the fewest for a 95 % interval); None when the estimate sits on the threshold."""
+    amount = t.amount
+    if t.unit == "%":
+        if not row["Base Median"]:
+            return None
+        amount = amount / 100 * abs(row["Base Median"])
+    elif t.unit == "ms":
+        amount *= 1000
+    gap = abs((row["Delta"] or 0.0) - amount)
+    spread = (row["Base Spread"] or 0.0) ** 2 + (row["Run Spread"] or 0.0) ** 2
+    if gap == 0:
+        return None
+    return max(4, math.ceil(z * z * spread / (gap * gap)))
+
+
+def undecided(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[str]:
+    """One line per threshold that no row fails but an `inconclusive` row might (see `_undecided`):
+    'inconclusive: <threshold>: <row>; about N samples a side would decide'. A CI gate must not pass
+    on what could not be judged; [] when every threshold is decided."""
+    from prof_engine.engine.compare.text import why_inconclusive
+
+    parsed = [t if isinstance(t, Threshold) else parse_threshold(t) for t in thresholds]
+    rows = cmp.arrow().to_pylist()
+    z, confidence = cmp.settings.z, cmp.settings.confidence
+    lines = []
+    for t in parsed:
+        if any(t.fails(r) for r in rows):
+            continue  # failed: `check` says so
+        open_rows = sorted((r for r in rows if _undecided(r, t)), key=lambda r: -abs(r["Delta"] or 0))
+        if not open_rows:
+            continue
+        r = open_rows[0]
+        what = r["Item"] if r["Level"] == "step" else f"{r['Level']} {r['Item']}"
+        value = t.value(r)
+        shown = "" if value is None else (f" {value:+.1f}%" if t.unit == "%" else f" {value:+,.4g} {t.unit}")
+        n = samples_to_decide(r, t, z)
+        need = (
+            "no number of samples decides an estimate that sits on the threshold"
+            if n is None
+            else f"about {n} samples a side (steps × ranks × devices; now {r['Base N']} vs {r['Run N']}) would decide"
+        )
+        more = f" (and {len(open_rows) - 1} more)" if len(open_rows) > 1 else ""
+        lines.append(
+            f"inconclusive: {t.text}: {what}{shown} in {r['Run']} ({why_inconclusive(r, confidence)}){more}; {need}"
+        )
+    return lines
