@@ -6,6 +6,7 @@ The oracles are the names as written into the trace and Python's own json/csv re
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -42,19 +43,34 @@ SHOWN = {
 UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+def main(*args: str) -> tuple[int, str, str]:
     """The console script's `main`, in this process: (exit status, stdout, stderr)."""
     from prof_engine.cli import main
 
-    monkeypatch.setattr(sys, "argv", ["prof-engine", *map(str, args)])
-    monkeypatch.setenv("COLUMNS", "300")
+    # text streams with a byte buffer beneath, as a console's are (CSV is written to the bytes)
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in range(2))
+    argv = sys.argv
+    sys.argv = ["prof-engine", *map(str, args)]
     code = 0
     try:
-        main()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
     except SystemExit as e:
         code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    finally:
+        sys.argv = argv
+    return code, _text(out), _text(err)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+
+
+def cli(monkeypatch, *args: str) -> tuple[int, str, str]:
+    """`main` at a terminal 300 columns wide."""
+    monkeypatch.setenv("COLUMNS", "300")
+    return main(*args)
 
 
 @pytest.fixture(scope="module")
@@ -75,53 +91,52 @@ def odd_trace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory, odd_trace) -> Path:
-    """The trace imported once, for the tests that only query it."""
-    import prof_engine
+def imported(tmp_path_factory, odd_trace) -> tuple[Path, int, str]:
+    """The trace imported once by the CLI: (the run, exit status, what the import printed)."""
+    run = tmp_path_factory.mktemp("odd_run") / "run"
+    code, out, err = main("import", odd_trace, "-o", run)
+    return run, code, out + err
 
-    return prof_engine.import_trace([odd_trace], tmp_path_factory.mktemp("hints") / "run")
+
+@pytest.fixture(scope="module")
+def small_run(imported) -> Path:
+    return imported[0]
 
 
-def test_odd_names_pass_every_face_and_the_terminal_shows_them_escaped(odd_trace, tmp_path, monkeypatch, capsys):
-    run = tmp_path / "run"
-    code, out, err = cli(monkeypatch, capsys, "import", odd_trace, "-o", run)
-    assert code == 0 and "Traceback" not in err, err
-    printed = out + err
+def test_odd_names_pass_every_face_and_the_terminal_shows_them_escaped(imported, tmp_path, monkeypatch):
+    run, code, printed = imported
+    assert code == 0 and "Traceback" not in printed, printed
 
-    code, out, err = cli(monkeypatch, capsys, "show", run)
+    code, out, err = cli(monkeypatch, "show", run)
     assert code == 0, err
     printed += out + err
 
     # a table: every name, escaped
-    code, out, err = cli(monkeypatch, capsys, "query", run, "select distinct name from slices where kind = 'host_op'")
+    code, out, err = cli(monkeypatch, "query", run, "select distinct name from slices where kind = 'host_op'")
     assert code == 0, err
     printed += out + err
     for key, shown in SHOWN.items():
         assert shown in out, (key, out)
 
     # JSON lines: the same JSON values (Python's reader gives the names back), nothing raw
-    code, out, err = cli(
-        monkeypatch, capsys, "query", run, "select name from slices where kind = 'host_op'", "-f", "json"
-    )
+    code, out, err = cli(monkeypatch, "query", run, "select name from slices where kind = 'host_op'", "-f", "json")
     assert code == 0, err
     printed += out + err
     assert {json.loads(line)["name"] for line in out.splitlines()} == set(ODD.values())
 
     # CSV is data: the names as they are (Python's reader gives them back)
-    code, out, err = cli(
-        monkeypatch, capsys, "query", run, "select name from slices where kind = 'host_op'", "-f", "csv"
-    )
+    code, out, err = cli(monkeypatch, "query", run, "select name from slices where kind = 'host_op'", "-f", "csv")
     assert code == 0, err
     assert {row[0] for row in list(csv.reader(io.StringIO(out, newline="")))[1:]} == set(ODD.values())
 
-    code, out, err = cli(monkeypatch, capsys, "export", run, "op_summary", "-o", tmp_path / "out")
+    code, out, err = cli(monkeypatch, "export", run, "op_summary", "-o", tmp_path / "out")
     assert code == 0, err
     printed += out + err
     (written,) = (tmp_path / "out").glob("op_summary_*.csv")
     with written.open(newline="", encoding="utf-8") as f:
         assert set(ODD.values()) <= {row["Op Name"] for row in csv.DictReader(f)}
 
-    code, out, err = cli(monkeypatch, capsys, "report", run, "-o", tmp_path / "r.html")
+    code, out, err = cli(monkeypatch, "report", run, "-o", tmp_path / "r.html")
     assert code == 0, err
     printed += out + err
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
@@ -133,7 +148,7 @@ def test_odd_names_pass_every_face_and_the_terminal_shows_them_escaped(odd_trace
     ]
 
 
-def test_nested_values_and_blobs_write_to_csv_as_text(small_run, monkeypatch, capsys):
+def test_nested_values_and_blobs_write_to_csv_as_text(small_run, monkeypatch):
     """Arrow's CSV writer refused lists, structs, maps, intervals and non-UTF-8 bytes (`query
     --format csv` tracebacked): nested values are JSON text, formulas still neutralised."""
     run = small_run
@@ -141,7 +156,7 @@ def test_nested_values_and_blobs_write_to_csv_as_text(small_run, monkeypatch, ca
         "select [1,2] as l, {'a': '=x'} as s, map([1], ['y']) as m, [[1.5::double], []] as ll, [1, 2]::int[2] as a, "
         "'=cmd' as f, ['=cmd'] as fl, '\\x05'::blob as b, '101'::bit as bits, interval 1 day as i, NULL::int[] as n"
     )
-    code, out, err = cli(monkeypatch, capsys, "query", run, "--safe", sql, "-f", "csv")
+    code, out, err = cli(monkeypatch, "query", run, "--safe", sql, "-f", "csv")
     assert code == 0, err
     header, row = list(csv.reader(io.StringIO(out, newline="")))
     got = dict(zip(header, row))
@@ -152,7 +167,7 @@ def test_nested_values_and_blobs_write_to_csv_as_text(small_run, monkeypatch, ca
     assert got["f"] == "'=cmd"  # a formula: neutralised, as before
     assert got["b"] == r"\x05" and got["bits"] == r"\x05\xFD" and got["i"] == "0 months 1 days 0 ns" and got["n"] == ""
 
-    code, out, err = cli(monkeypatch, capsys, "query", run, "--safe", sql)  # a table: the same text
+    code, out, err = cli(monkeypatch, "query", run, "--safe", sql)  # a table: the same text
     assert code == 0 and "[[1.5], []]" in out and '{"a": "=x"}' in out and "0 months 1 days 0 ns" in out, err
 
 
@@ -196,8 +211,8 @@ def test_a_query_error_keeps_duckdbs_hints_and_names_close_views(small_run, sql,
     assert hint in "\n".join(lines[1:]), lines
 
 
-def test_the_cli_prints_the_caret_under_the_error(small_run, monkeypatch, capsys):
-    code, out, err = cli(monkeypatch, capsys, "query", small_run, "select 1 frm slices")
+def test_the_cli_prints_the_caret_under_the_error(small_run, monkeypatch):
+    code, out, err = cli(monkeypatch, "query", small_run, "select 1 frm slices")
     lines = err.splitlines()
     assert code == 1 and out == "" and lines[0].startswith("Error: SQL error: Parser Error") and len(lines) <= 5, err
     (line,) = [ln for ln in lines if ln.startswith("LINE 1: ")]
