@@ -312,9 +312,10 @@ def _suggest(name: str) -> str:
     (`Run.prepare`), so for `op_sumary` it never guessed op_summary."""
     known = sorted({v.name for v in public_views()} | set(schema.tables()))
     wanted = name.strip('"').lower()
-    close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.75) or [
-        k for k in known if any(len(w) >= 4 and wanted.startswith(w) for w in k.split("_"))
-    ][:3]
+    close = (
+        difflib.get_close_matches(wanted, known, n=3, cutoff=0.75)
+        or [k for k in known if any(len(w) >= 4 and wanted.startswith(w) for w in k.split("_"))][:3]
+    )
     if close:
         return "Did you mean " + " or ".join(f'"{c}"' for c in close) + "?"
     return "`prof-engine views` lists the run's views"
