@@ -2,7 +2,8 @@
 -- answers: how a list of ranks is written in one cell: runs of consecutive ranks as ranges,
 --   "0-3,6" (slow_rank's groups, advice's findings over several ranks).
 -- requires:
--- scope: rank
+-- scope: cluster
+-- (cluster: the driver creates the macro for the cluster views; groups compute no view of it)
 
 -- A list of ranks (any order, repeats allowed) → "0-3,6": each run of consecutive ranks as
 -- "first-last", a lone rank as itself, the runs in order (rank minus its position is constant

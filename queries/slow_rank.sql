@@ -18,9 +18,10 @@
 -- more than the threshold: 5 % of the group's mean step (Computing + Communication(Not Overlapped)
 -- + Free, msprof-analyze's step), at least 1 µs. The median, not a spread (MAD, standard
 -- deviation), is the baseline: when several ranks are slow, a spread grows past all of them.
--- Needs at least 3 values per group (with 2 nobody is "the" slow one). A rank listed only for
--- Communication(Not Overlapped) is the one the others wait for, its own excess spread over
--- components none of which crosses the threshold alone.
+-- A rank without communication in the step is not compared on it (none of the others'
+-- collectives waits for it). Needs at least 3 values per group (with 2 nobody is "the" slow
+-- one). A rank listed only for Communication(Not Overlapped) is the one the others wait for, its
+-- own excess spread over components none of which crosses the threshold alone.
 -- column `Step` BIGINT: training step
 -- column `Rank` INTEGER: the slow rank
 -- column `Device` VARCHAR: its device
@@ -34,7 +35,7 @@
 -- column `Compared With` VARCHAR: the group: "pipeline stage N: ranks …" (metadata), "ranks … (like receive time, no stage metadata)" or "ranks …"
 WITH base AS (
     SELECT t."Step", t."Rank", t."Device", r.pp_stage, t."Computing", t."Communication(Not Overlapped)", t."Free",
-           t."Preparing", coalesce(t."Bubble", 0) AS bubble,
+           t."Preparing", coalesce(t."Bubble", 0) AS bubble, coalesce(t."Communication", 0) > 0 AS communicates,
            t."Computing" + t."Communication(Not Overlapped)" + t."Free" AS step_time
     FROM step_trace t LEFT JOIN run_ranks r ON r.rank = t."Rank"
     WHERE t."Step" IS NOT NULL
@@ -58,16 +59,18 @@ WITH base AS (
                 ELSE format('ranks {}', rank_ranges(list("Rank"))) END AS compared
     FROM grouped GROUP BY "Step", grp
 ), long AS (
-    UNPIVOT (SELECT "Step", grp, "Rank", "Device", "Computing", "Communication(Not Overlapped)", "Free", "Preparing"
+    UNPIVOT (SELECT "Step", grp, "Rank", "Device", communicates, "Computing", "Communication(Not Overlapped)", "Free", "Preparing"
              FROM grouped)
     ON "Computing", "Communication(Not Overlapped)", "Free", "Preparing" INTO NAME component VALUE v
+), compared AS (
+    SELECT * FROM long WHERE component <> 'Communication(Not Overlapped)' OR communicates
 ), stats AS (
-    SELECT "Step", grp, component, median(v) AS med FROM long GROUP BY ALL
+    SELECT "Step", grp, component, median(v) AS med FROM compared GROUP BY ALL
 ), scored AS (
     SELECT l.*, s.med, g.n, g.threshold, g.compared,
            CASE WHEN l.component = 'Communication(Not Overlapped)' THEN 'below' ELSE 'above' END AS direction,
            CASE WHEN l.component = 'Communication(Not Overlapped)' THEN s.med - l.v ELSE l.v - s.med END AS excess
-    FROM long l JOIN stats s USING ("Step", grp, component) JOIN groups g USING ("Step", grp)
+    FROM compared l JOIN stats s USING ("Step", grp, component) JOIN groups g USING ("Step", grp)
 )
 SELECT "Step", "Rank", "Device", component AS "Component", direction AS "Direction", v AS "Value(us)",
        med AS "Median(us)", round(excess, 3) AS "Excess(us)", round(threshold, 3) AS "Threshold(us)",

@@ -37,7 +37,7 @@ def _slow_rank_over(rows: list[dict[str, str]], stages: bool) -> list[tuple]:
     con.execute(defs["_ranks"].statements())
     con.execute(
         'CREATE TABLE step_trace ("Step" BIGINT, "Rank" INTEGER, "Device" VARCHAR, "Computing" DOUBLE, '
-        f'"{COMM}" DOUBLE, "Free" DOUBLE, "Preparing" DOUBLE, "Bubble" DOUBLE)'
+        f'"{COMM}" DOUBLE, "Communication" DOUBLE, "Free" DOUBLE, "Preparing" DOUBLE, "Bubble" DOUBLE)'
     )
     con.execute("CREATE TABLE run_ranks (rank INTEGER, pp_stage INTEGER)")
     stage_of = {}
@@ -47,9 +47,9 @@ def _slow_rank_over(rows: list[dict[str, str]], stages: bool) -> list[tuple]:
         if r["Type"] == "rank":
             rank = int(r["Index"])
             # the table of one profiled span has an empty Step: one step, numbered 0 here
-            values = [float(r[c]) for c in ("Computing", COMM, "Free")]
+            values = [float(r[c]) for c in ("Computing", COMM, "Communication", "Free")]
             con.execute(
-                "INSERT INTO step_trace VALUES (?, ?, 'npu', ?, ?, ?, 0, ?)",
+                "INSERT INTO step_trace VALUES (?, ?, 'npu', ?, ?, ?, ?, 0, ?)",
                 [int(r["Step"] or 0), rank, *values, float(r["Bubble"])],
             )
             con.execute("INSERT INTO run_ranks VALUES (?, ?)", [rank, stage_of.get(rank) if stages else None])
