@@ -309,3 +309,20 @@ def test_csv_reader_without_findings_refuses_damage(tmp_path):
     rows = read_csv(path, {"Name": ("Name",), "Start": ("Start Time(us)",), "Duration": ("Duration(us)",)}, info=info)
     assert [r["Name"] for r in rows] == ["A", "C"]
     assert _findings(info, "vendor_rows_left_out")[0]["count"] == 1
+
+
+def test_kernel_details_rows_written_twice_are_read_once_and_said(tmp_path):
+    """Every kernel_details.csv row twice (a rank directory without trace_view.json: the rows are the
+    device tasks) doubled every kernel count: each is read once, and counted as duplicate_vendor_rows."""
+    from prof_engine.importers import ascend
+
+    out = _text_copy(tmp_path, "kernel_details.csv")
+    path = out / "kernel_details.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text(lines[0] + "".join(lines[1:]) * 2, encoding="utf-8")
+    body = path.read_text(encoding="utf-8").splitlines()[1:]
+    distinct = len(set(body))
+    conv, info = ascend.convert_rank_dir(tmp_path / "rank0_ascend_pt", 0, _null_sink)
+    (finding,) = _findings(info, "duplicate_vendor_rows")
+    assert finding["count"] == len(body) - distinct > 0 and "kernel_details.csv" in finding["detail"]
+    assert conv.seq - (0 << 40) == distinct  # one slice per distinct row

@@ -118,10 +118,21 @@ def read_csv(
     device: str | None = None,
     ragged: bool = False,
     optional: bool = False,
+    unique: bool = False,
 ) -> list[dict[str, Any]]:
     """Rows of an Ascend CSV (`read_rows`, without the reader)."""
     return read_rows(
-        path, columns, required, limit, rest, times, info=info, device=device, ragged=ragged, optional=optional
+        path,
+        columns,
+        required,
+        limit,
+        rest,
+        times,
+        info=info,
+        device=device,
+        ragged=ragged,
+        optional=optional,
+        unique=unique,
     )[0]
 
 
@@ -137,6 +148,7 @@ def read_rows(
     device: str | None = None,
     ragged: bool = False,
     optional: bool = False,
+    unique: bool = False,
 ) -> tuple[list[dict[str, Any]], VendorCsv]:
     """Rows of an Ascend CSV, read strictly (`vendor_csv`), with columns resolved by name through
     `columns` (headers drift across versions), trailing tabs stripped and sentinels mapped to None;
@@ -153,7 +165,9 @@ def read_rows(
     With `ragged`, a row of more or fewer cells than the header (the 2023 exporter left a cell
     out) has its cells shifted from an unknown place on: it keeps only its cells up to the last
     required column (names and times come first in every version), and `row["_ragged"]`; one
-    cut short before that is left out."""
+    cut short before that is left out. With `unique` (a list of one row per task: two alike are
+    one task written twice), a row equal to an earlier one is read once, and counted as the
+    finding `duplicate_vendor_rows` (an InputError without `info`)."""
     table = VendorCsv(path, ragged=ragged)
     header = table.header
     index = {}
@@ -173,7 +187,15 @@ def read_rows(
     used = set(index.values())
     last_required = max((index[k] for k in required), default=len(header) - 1)
     rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, ...]] = set()
+    twice = 0
     for n, line in table.rows(limit):
+        if unique:
+            whole = tuple(line)
+            if whole in seen:
+                twice += 1
+                continue
+            seen.add(whole)
         ragged_row = len(line) != len(header)
         if ragged_row:
             if len(line) <= last_required:  # cut before a column it needs
@@ -193,6 +215,12 @@ def read_rows(
             if key in index:
                 row[f"{key}_ns"] = cell_time(path, header[index[key]], row[key])
         rows.append(row)
+    if twice:
+        if info is None:
+            raise InputError(f"{path}: {twice} rows repeat an earlier row exactly (corrupt?)")
+        vendor_finding(
+            info, "duplicate_vendor_rows", twice, f"{path}: {twice} exact duplicate rows, each read once", device
+        )
     if table.count():
         if info is None:
             raise InputError(table.error())
@@ -501,7 +529,14 @@ def convert_rank_dir(
     # the columns prof-engine has none of (Block Dim, formats, output shapes, PMU metrics) go in the args
     rows, table = (
         read_rows(
-            kernel_csv, KERNEL_COLUMNS, rest=KERNEL_DERIVED, times=KERNEL_TIMES, info=info, device=device, ragged=True
+            kernel_csv,
+            KERNEL_COLUMNS,
+            rest=KERNEL_DERIVED,
+            times=KERNEL_TIMES,
+            info=info,
+            device=device,
+            ragged=True,
+            unique=True,
         )
         if kernel_csv.is_file()
         else ([], None)

@@ -283,7 +283,9 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
     kernel_csv = path.parent / "kernel_details.csv"
     found: dict[str, Any] = {}  # what the kernel list holds that cannot be read
     rows = (
-        ascend.read_csv(kernel_csv, ascend.KERNEL_COLUMNS, times=ascend.KERNEL_TIMES, info=found, ragged=True)
+        ascend.read_csv(
+            kernel_csv, ascend.KERNEL_COLUMNS, times=ascend.KERNEL_TIMES, info=found, ragged=True, unique=True
+        )
         if kernel_csv.is_file()
         else []
     )

@@ -151,7 +151,9 @@ def _kernel_rows(files: list[Path], default: int, info: dict[str, Any]) -> dict[
     are the finding `vendor_rows_left_out` in `info`."""
     by_device: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        for row in ascend.read_csv(path, SUMMARY_COLUMNS, times=ascend.KERNEL_TIMES, info=info, ragged=True):
+        for row in ascend.read_csv(
+            path, SUMMARY_COLUMNS, times=ascend.KERNEL_TIMES, info=info, ragged=True, unique=True
+        ):
             dev = row.pop("Device", None)
             if dev is not None and dev.lower() == HOST:
                 continue
