@@ -1,7 +1,8 @@
 -- view: _advice_rank
 -- answers: advice's findings of each rank, every rule but slow_rank (which compares ranks): a
 --   rank's rows depend on its records only, so groups of ranks compute them apart (`advice`
---   reads them, and their algorithm and thresholds are documented there).
+--   reads them, and their algorithm and thresholds are documented there). Each row also holds
+--   the number its finding leads with (`value`, in `unit`), which `advice` ranges over ranks.
 -- requires: step_trace, _overlap, _task_launches, slices, _classify, run_ranks
 -- scope: rank
 CREATE OR REPLACE VIEW _advice_rank AS
@@ -119,12 +120,14 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
 ), gaps AS (  -- on each device's busiest stream (the most gaps: the most tasks), each cause's share
     SELECT rank, device, arg_max(stream, gaps) AS stream, arg_max(host / idle, gaps) AS host,
            arg_max(kernel / idle, gaps) AS kernel FROM streams WHERE gaps > 0 GROUP BY rank, device
-), findings AS (  -- `query`: {0} stands for the finding's rank and device, {1} for its rank
+), findings AS (  -- `query`: {0} stands for the finding's ranks and devices, {1} for its ranks (a list);
+                  -- `value` (in `unit`): the number the finding leads with, which `advice` ranges over ranks
     SELECT rank, device, 'exposed_communication' AS rule, exposed / total AS share, exposed / total > 0.30 AS severe,
            format('communication not hidden by computation took {:.1f} % of its {} step(s) ({:,.0f} µs)', 100 * exposed / total, n, exposed) AS finding,
            'overlap communication with computation (gradient bucket sizes, FSDP prefetch, gradient accumulation); if one rank is slow the others wait for it in their collectives' AS suggestion,
            'step_trace, communication, slow_rank' AS views,
-           'SELECT "Step", "Communication(Not Overlapped)", "Communication", "Overlapped", "Computing" FROM step_trace WHERE {0} ORDER BY "Step"' AS query
+           'SELECT "Rank", "Device", "Step", "Communication(Not Overlapped)", "Communication", "Overlapped", "Computing" FROM step_trace WHERE {0} ORDER BY "Rank", "Device", "Step"' AS query,
+           100 * exposed / total AS value, '%' AS unit
     FROM shares WHERE exposed / total > 0.10
     UNION ALL
     SELECT s.rank, s.device, 'host_sync', sync / total, sync / total > 0.30,
@@ -132,7 +135,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
                   sync, 100 * sync / total, s.n, y.t, y.n, y.names),
            'each synchronization drains the launch pipeline: avoid .item(), .cpu(), printing or logging device values every step, and explicit synchronize calls',
            'idle_time, api_statistic',
-           'SELECT "Step", "Stream", "Count", "Idle Time(us)", "Max(us)" FROM idle_time WHERE {0} AND "Category" = ''host wait'' ORDER BY "Idle Time(us)" DESC'
+           'SELECT "Rank", "Device", "Step", "Stream", "Count", "Idle Time(us)", "Max(us)" FROM idle_time WHERE {0} AND "Category" = ''host wait'' ORDER BY "Idle Time(us)" DESC',
+           100 * sync / total, '%'
     FROM shares s LEFT JOIN syncs y ON y.rank = s.rank WHERE sync / total > 0.05
     UNION ALL
     SELECT s.rank, s.device, 'pageable_copies', s.copies / total, s.copies / total > 0.30,
@@ -140,7 +144,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
                   c.copies, c.copy_time, s.copies, 100 * s.copies / total, s.n),
            'pageable memory makes a copy synchronous and slower: pin the host tensors (DataLoader pin_memory=True) and copy with non_blocking=True',
            'memcpy_statistic',
-           'SELECT * FROM memcpy_statistic WHERE {0} AND "Operation" ILIKE ''%pageable%'''
+           'SELECT * FROM memcpy_statistic WHERE {0} AND "Operation" ILIKE ''%pageable%''',
+           100 * s.copies / total, '%'
     FROM shares s JOIN counts c ON c.rank = s.rank AND c.device = s.device WHERE s.copies / total > 0.01
     UNION ALL
     SELECT s.rank, s.device, 'slow_dataloader', loader / total, loader / total > 0.30,
@@ -148,7 +153,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
                   CASE WHEN s.device = 'host' THEN 'host' ELSE 'device' END, 100 * loader / total, s.n, loader, c.batch_time, c.batches),
            'the input pipeline does not keep up: more DataLoader workers (num_workers), persistent_workers, a larger prefetch_factor, pin_memory; lighter or on-device preprocessing',
            'range_statistic, operator_details',
-           'SELECT * FROM range_statistic WHERE "Rank" = {1} AND "Device" = ''host'' AND "Range" LIKE ''enumerate(DataLoader)%'''
+           'SELECT * FROM range_statistic WHERE "Rank" IN ({1}) AND "Device" = ''host'' AND "Range" LIKE ''enumerate(DataLoader)%''',
+           100 * loader / total, '%'
     FROM shares s JOIN counts c ON c.rank = s.rank AND c.device = s.device WHERE loader / total > 0.10
     UNION ALL
     SELECT rank, device, 'slow_step_start', start / total, start / total > 0.30,
@@ -157,7 +163,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
                   CASE WHEN device = 'host' THEN 'host' ELSE 'device' END, 100 * start / total, start),
            'data loading or host work ahead of the first launch: more DataLoader workers, pin_memory, prefetching the next batch',
            'step_trace',
-           'SELECT "Step", "Preparing", "Start Time(us)" FROM step_trace WHERE {0} ORDER BY "Step"'
+           'SELECT "Rank", "Device", "Step", "Preparing", "Start Time(us)" FROM step_trace WHERE {0} ORDER BY "Rank", "Device", "Step"',
+           100 * start / total, '%'
     FROM shares WHERE start / total > 0.10
     UNION ALL
     SELECT s.rank, s.device, 'device_idle', idle / total, idle / total > 0.30,
@@ -170,7 +177,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
                 WHEN 1 - g.host - g.kernel >= 0.5 THEN 'the streams wait on work other than the host''s launches: events, other streams (communication), synchronisation; see which tasks follow the long gaps (idle_time, overlap) and overlap or shorten what they wait for'
                 ELSE 'the host does not keep the device busy: see how long kernels wait for their launch and which host calls are slow; ' || r.remedy END,
            'step_trace, idle_time, kernel_launch, api_statistic',
-           'SELECT "Step", "Free", "Computing", "Communication", "End Time(us)" - "Start Time(us)" AS "Span(us)" FROM step_trace WHERE {0} ORDER BY "Step"'
+           'SELECT "Rank", "Device", "Step", "Free", "Computing", "Communication", "End Time(us)" - "Start Time(us)" AS "Span(us)" FROM step_trace WHERE {0} ORDER BY "Rank", "Device", "Step"',
+           100 * idle / total, '%'
     FROM shares s LEFT JOIN gaps g ON g.rank = s.rank AND g.device = s.device LEFT JOIN remedies r ON r.rank = s.rank
     WHERE s.device <> 'host' AND idle / total > 0.10
     UNION ALL
@@ -178,7 +186,8 @@ WITH steps AS MATERIALIZED (  -- each step's span on each device, with the host'
            format('{} of {} device tasks ({:.0f} %) ran shorter than the runtime call that launched them', short, n, 100.0 * short / n),
            'launch-bound: the device finishes each task before the host can launch the next; ' || r.remedy,
            'kernel_launch, kernel_statistic',
-           'SELECT "Task Name", count(*) AS "Tasks", count(*) FILTER (WHERE "Task Duration(us)" < "Launch Duration(us)") AS "Shorter Than Their Launch" FROM kernel_launch WHERE {0} GROUP BY ALL ORDER BY 2 DESC'
+           'SELECT "Rank", "Device", "Task Name", count(*) AS "Tasks", count(*) FILTER (WHERE "Task Duration(us)" < "Launch Duration(us)") AS "Shorter Than Their Launch" FROM kernel_launch WHERE {0} GROUP BY ALL ORDER BY "Tasks" DESC, "Rank", "Device"',
+           100.0 * short / n, '%'
     FROM launches l LEFT JOIN remedies r ON r.rank = l.rank WHERE n >= 100 AND short >= 0.5 * n
 )
 SELECT * FROM findings;

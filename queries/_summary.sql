@@ -29,19 +29,20 @@ ORDER BY "Total Time(us)" DESC, "OP Type", "Rank", "Device", "Core Type" LIMIT r
 CREATE OR REPLACE MACRO summary_apis(row_limit) AS TABLE
 SELECT * FROM api_statistic ORDER BY "Time(us)" DESC, "API Name", "Rank", "Level" LIMIT row_limit;
 
--- What to look at first (`advice`), most severe first. Where no rule fired, one row says so and
--- what was checked (which rules, over how many steps), so that no face shows an empty advice.
+-- What to look at first (`advice`: one row per finding, with the ranks it holds on), most severe
+-- first. Where no rule fired, one row says so and what was checked (which rules, over how many
+-- steps), so that no face shows an empty advice.
 CREATE OR REPLACE MACRO summary_advice(row_limit) AS TABLE
 WITH found AS MATERIALIZED (SELECT * FROM advice), checked AS (
     SELECT count(DISTINCT "Step") AS steps, count(DISTINCT "Rank") AS ranks, bool_or("Device" <> 'host') AS on_device
     FROM step_trace WHERE "Step" IS NOT NULL
 )
-SELECT "Rank", "Device", "Severity", "Finding", "Suggestion" FROM (
-    SELECT "Rank", "Device", "Severity", "Finding", "Suggestion", "Rule",
+SELECT "Ranks", "Severity", "Finding", "Suggestion" FROM (
+    SELECT "Ranks", "Severity", "Finding", "Suggestion", "Rule",
            CASE "Severity" WHEN 'high' THEN 0 ELSE 1 END AS o, "Share(%)" AS share
     FROM found
     UNION ALL
-    SELECT NULL, NULL, NULL, CASE WHEN steps = 0
+    SELECT NULL, NULL, CASE WHEN steps = 0
         THEN 'advice: no findings; the run has no steps (no ProfilerStep# or step ranges), so only launch_bound was checked'
         ELSE format('advice: no findings; checked {}{} over {} step(s) of {} rank(s)',
                     CASE WHEN on_device THEN 'exposed_communication, host_sync, pageable_copies, slow_dataloader, slow_step_start, device_idle, launch_bound'
@@ -49,7 +50,7 @@ SELECT "Rank", "Device", "Severity", "Finding", "Suggestion" FROM (
                     CASE WHEN ranks >= 3 THEN ', slow_rank' ELSE '' END, steps, ranks) END,
            NULL, NULL, 2, NULL
     FROM checked WHERE NOT EXISTS (SELECT 1 FROM found))
-ORDER BY o, share DESC NULLS LAST, "Rank", "Rule" LIMIT row_limit;
+ORDER BY o, share DESC NULLS LAST, "Rule", "Ranks" LIMIT row_limit;
 
 -- The framework ops that launched the most device time (then the most host time), as
 -- torch.profiler's key_averages table sorted by device time.

@@ -1,5 +1,6 @@
-"""The advice view: each rule fires on a synthetic trace built to show its problem, with the
-numbers the trace holds, and none fires on a trace without one."""
+"""The advice views: each rule fires on a synthetic trace built to show its problem, with the
+numbers the trace holds, and none fires on a trace without one. `advice_by_rank` holds each
+device's finding; `advice` one row per finding over its ranks (on one device: the same finding)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ def _launch(ts: float, dur: float, correlation: int) -> dict:
 def _advice(tmp_path, events, name="t") -> dict[str, tuple]:
     run = prof_engine.import_trace([write_trace(tmp_path / f"{name}.json", events)], tmp_path / f"{name}_run")
     with prof_engine.open(run) as r:
-        return {
+        by_rank = {
             rule: rest
             for rule, *rest in r.sql(
-                'SELECT "Rule", "Rank", "Device", "Severity", "Finding", "Share(%)" FROM advice'
+                'SELECT "Rule", "Rank", "Device", "Severity", "Finding", "Share(%)" FROM advice_by_rank'
             ).rows()
         }
+        grouped = r.sql('SELECT "Rule", "Ranks", "Devices", "Severity", "Finding", "Share(%)" FROM advice').rows()
+    # one rank, one device: advice's row of each finding is the device's own
+    assert sorted(grouped) == sorted((rule, str(k), 1, *rest) for rule, (k, _, *rest) in by_rank.items())
+    return by_rank
 
 
 def test_a_busy_device_gets_no_advice(tmp_path):
@@ -216,8 +221,18 @@ def test_slow_rank_is_advice(tmp_path):
         ]
         write_trace(src / f"rank{rank}.json", events, distributedInfo={"rank": rank, "world_size": 3})
     with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as r:
-        rows = r.sql("""SELECT "Rank", "Severity", "Finding" FROM advice WHERE "Rule" = 'slow_rank'""").rows()
-    assert rows == [(2, "medium", "slower than the other ranks in 1 step(s): Computing (up to 600 µs over the median)")]
+        rows = r.sql("""SELECT "Rank", "Severity", "Finding" FROM advice_by_rank WHERE "Rule" = 'slow_rank'""").rows()
+        (threshold,) = r.sql('SELECT DISTINCT "Threshold(us)" FROM slow_rank').rows()[0]
+    # each rank's step: 5-960 µs, Computing + Communication(Not Overlapped) + Free; 5 % of it the threshold
+    assert threshold == pytest.approx(0.05 * 955)
+    assert rows == [
+        (
+            2,
+            "medium",
+            "slower than the other ranks of its group (ranks 0-2) in 1 step(s): Computing above "
+            "(up to 600 µs from the median; threshold 5 % of the mean step, 48 µs)",
+        )
+    ]
 
 
 def test_time_two_rules_could_claim_goes_to_the_first(tmp_path):
@@ -280,7 +295,9 @@ def test_a_cpu_only_gloo_job_gets_exposed_communication(gloo_2rank_run):
     rank's host, with the share that the raw slices give: the union of the gloo ranges less the
     union of the CPU ops, over the steps' time (each step from its start to its last op)."""
     _, run = gloo_2rank_run
-    rows = run.sql("""SELECT "Rank", "Device", "Share(%)" FROM advice WHERE "Rule" = 'exposed_communication'""").rows()
+    rows = run.sql(
+        """SELECT "Rank", "Device", "Share(%)" FROM advice_by_rank WHERE "Rule" = 'exposed_communication'"""
+    ).rows()
     assert sorted(r[:2] for r in rows) == [(0, "host"), (1, "host")]
     for rank, _, share in rows:
         slices = run.sql(
@@ -305,7 +322,7 @@ def test_torch_npu_shares_never_count_a_moment_twice(torch_npu_text_run):
     and a rank's, add up to 100 % at most."""
     _, run = torch_npu_text_run
     by_device = run.sql(
-        'SELECT "Rank", "Device", sum("Share(%)"), list("Rule" ORDER BY "Rule") FROM advice '
+        'SELECT "Rank", "Device", sum("Share(%)"), list("Rule" ORDER BY "Rule") FROM advice_by_rank '
         'WHERE "Share(%)" IS NOT NULL GROUP BY ALL ORDER BY ALL'
     ).rows()
     assert [r[:2] for r in by_device] == [(0, "npu0"), (1, "npu1")]  # one device a rank: no host findings apart
@@ -321,21 +338,35 @@ def test_every_finding_names_a_query_that_shows_its_numbers(tmp_path):
         events = _every_rule() + ([_launch(3320, 2, 900), _kernel("gemm", 3330, 900, 900)] if rank == 2 else [])
         write_trace(src / f"rank{rank}.json", events, distributedInfo={"rank": rank, "world_size": 3})
     with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as r:
-        rows = r.sql('SELECT "Rank", "Rule", "Views", "Query" FROM advice').rows()
-        assert {rule for _, rule, _, _ in rows} == {
-            "device_idle",
-            "exposed_communication",
-            "slow_step_start",
-            "slow_dataloader",
-            "launch_bound",
-            "pageable_copies",
-            "host_sync",
-            "slow_rank",
-        }
-        for _rank, rule, views, query in rows:
+        rows = r.sql('SELECT "Rank", "Rule", "Views", "Query" FROM advice_by_rank').rows()
+        grouped = r.sql('SELECT "Ranks", "Rule", "Views", "Query" FROM advice').rows()
+        assert (
+            {rule for _, rule, _, _ in rows}
+            == {rule for _, rule, _, _ in grouped}
+            == {
+                "device_idle",
+                "exposed_communication",
+                "slow_step_start",
+                "slow_dataloader",
+                "launch_bound",
+                "pageable_copies",
+                "host_sync",
+                "slow_rank",
+            }
+        )
+        for ranks, rule, views, query in rows + grouped:
             assert query.split(" FROM ")[1].split()[0] in views.split(", "), (rule, query)
             shown = r.sql(query).rows()
             assert shown, (rule, query)
+            # each query shows the rows of its finding's ranks (rank first), of those alone
+            fired = {ranks} if isinstance(ranks, int) else {k for k, f, _, _ in rows if f == rule}
+            assert {row[0] for row in shown} == fired, (ranks, rule)
+        fired_on = {rule: sorted(k for k, f, _, _ in rows if f == rule) for _, rule, _, _ in grouped}
+        assert fired_on["slow_rank"] == [2] and fired_on["device_idle"] == [0, 1, 2]
+        compact = {(0, 1, 2): "0-2", (0, 1): "0-1", (2,): "2", (0,): "0", (1,): "1"}
+        assert {rule: ranks for ranks, rule, _, _ in grouped} == {
+            rule: compact[tuple(k)] for rule, k in fired_on.items()
+        }
         (query,) = [q for rank, rule, _, q in rows if (rank, rule) == (1, "pageable_copies")]
         assert r.sql(query).rows()[0][:3] == (1, "gpu0", "Memcpy HtoD (Pageable -> Device)")
 
@@ -355,7 +386,7 @@ def test_no_findings_is_said_with_what_was_checked(tmp_path):
     )
     with prof_engine.open(run) as r:
         assert r.sql("SELECT count(*) FROM advice").rows() == [(0,)]
-        assert r.summary()["Advice (advice: what to look at first)"].rows() == [(None, None, None, said, None)]
+        assert r.summary()["Advice (advice: what to look at first)"].rows() == [(None, None, said, None)]
         page = r.report(tmp_path / "report.html").read_text(encoding="utf-8")
     assert said in page
     shown = CliRunner().invoke(app, ["show", str(run)], env={"COLUMNS": "400"})

@@ -37,7 +37,20 @@ err = Console(stderr=True, soft_wrap=True)
 # Columns of sentences (advice's, data_quality's, info's values): wrapped over lines, never cut.
 PROSE = ("Finding", "Suggestion", "Detail", "Meaning", "value")
 # Columns that say which row this is: kept to the last when a table must lose columns.
-IDENTITY = ("Rank", "Device", "Step", "Stream", "Item", "Name", "Op Name", "OP Type", "API Name", "Rule", "item")
+IDENTITY = (
+    "Rank",
+    "Ranks",
+    "Device",
+    "Step",
+    "Stream",
+    "Item",
+    "Name",
+    "Op Name",
+    "OP Type",
+    "API Name",
+    "Rule",
+    "item",
+)
 # Columns that go first when a table must lose some: parts of a breakdown that matter least.
 MINOR = ("Overlapped", "Preparing", "Bubble", "Stage", "Variance", "Core Type", "Task Type")
 NAME_WIDTH = 48  # a name column wraps at this width at most
