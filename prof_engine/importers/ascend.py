@@ -615,6 +615,8 @@ def convert_rank_dir(
         mindspore_cpu.add_ops(conv, cpu_ops, info)
         conv.finish()
         return conv, info
+    if table is not None:  # the file is there, and no row of it could be read
+        raise InputError(f"{kernel_csv}: no rows prof-engine can read, and no trace_view.json beside it")
     raise InputError(
         f"{rank_dir}: an Ascend profiler directory without trace_view.json or kernel_details.csv "
         f"in {OUTPUT_DIR}/ (nothing prof-engine can import: was it exported with export_type=db?)"
