@@ -69,7 +69,8 @@ def check_run(run: Path) -> int:
     from prof_engine.engine import open_run  # the rebuilt reports are the engine's views over the run
 
     added = 0
-    with open_run(run) as r:
+    with open_run(run) as run_:
+        r = _Rebuilt(run_)
         for src, files in todo:
             info = src.setdefault("info", {})
             before = len(info.get("findings") or [])
@@ -98,13 +99,46 @@ def _number(text: Any) -> float | None:
         return None
 
 
-def _tasks_per_step(r: Any, rank: int) -> dict[int | None, int]:
-    return dict(
-        r.sql("SELECT step, count(*) FROM slices WHERE rank = ? AND device <> 'host' GROUP BY step", [rank]).rows()
-    )
+class _Rebuilt:
+    """The rebuilt reports of the run by rank, each view computed once for all ranks."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self._steps: dict[int, dict[int, dict[str, Any]]] | None = None
+        self._tasks: dict[int, dict[int | None, int]] | None = None
+        self._ops: dict[int, list[tuple]] | None = None
+
+    def steps(self, rank: int) -> dict[int, dict[str, Any]]:
+        """step_trace's rows of `rank` by step."""
+        if self._steps is None:
+            self._steps = {}
+            for row in self.run.sql('SELECT * FROM step_trace WHERE "Step" IS NOT NULL').arrow().to_pylist():
+                self._steps.setdefault(row["Rank"], {})[row["Step"]] = row
+        return self._steps.get(rank, {})
+
+    def tasks(self, rank: int) -> dict[int | None, int]:
+        """Device tasks of `rank` by step (the vendor's rounding grows with them)."""
+        if self._tasks is None:
+            self._tasks = {}
+            for rk, step, n in self.run.sql(
+                "SELECT rank, step, count(*) FROM slices WHERE device <> 'host' GROUP BY rank, step"
+            ).rows():
+                self._tasks.setdefault(rk, {})[step] = n
+        return self._tasks.get(rank, {})
+
+    def ops(self, rank: int) -> list[tuple]:
+        """op_statistic's device rows of `rank`: (device, op type, core type, count, total µs)."""
+        if self._ops is None:
+            self._ops = {}
+            for rk, *row in self.run.sql(
+                """SELECT "Rank", "Device", "OP Type", "Core Type", "Count", "Total Time(us)" FROM op_statistic
+                   WHERE "Device" <> 'host'"""
+            ).rows():
+                self._ops.setdefault(rk, []).append(tuple(row))
+        return self._ops.get(rank, [])
 
 
-def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
+def _step_trace(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
     """Disagreements of step_trace_time.csv (or analysis.db's StepTraceTime) with the rank's
     `step_trace` rows, step by step."""
     if path.name == ANALYSIS_DB:
@@ -112,12 +146,9 @@ def _step_trace(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[li
     else:
         columns = {c: (c,) for c in ("Step", *STEP_COLUMNS)}
         theirs = read_csv(path, columns, required=("Step",), info=info, optional=True)
-    ours = {
-        row["Step"]: row
-        for row in r.sql('SELECT * FROM step_trace WHERE "Rank" = ? AND "Step" IS NOT NULL', [rank]).arrow().to_pylist()
-    }
+    ours = r.steps(rank)
     device = next((row["Device"] for row in ours.values()), "npu")
-    tasks = _tasks_per_step(r, rank) if theirs else {}
+    tasks = r.tasks(rank) if theirs else {}
     differ: list[str] = []
     for t in theirs:
         step = None if t["Step"] is None else str(t["Step"])
@@ -155,16 +186,12 @@ def _step_trace_table(path: Path, info: dict[str, Any]) -> list[dict[str, Any]]:
         return []
 
 
-def _op_statistic(r: Any, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
+def _op_statistic(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
     """Disagreements of op_statistic.csv with the rank's device rows of `op_statistic`: each op
     type and core type's count, and its total time."""
     columns = {"OP Type": ("OP Type",), "Core Type": ("Core Type",), "Count": ("Count",), "Total": ("Total Time(us)",)}
     theirs = read_csv(path, columns, required=tuple(columns), info=info, optional=True)
-    rows = r.sql(
-        """SELECT "Device", "OP Type", "Core Type", "Count", "Total Time(us)" FROM op_statistic
-           WHERE "Rank" = ? AND "Device" <> 'host'""",
-        [rank],
-    ).rows()
+    rows = r.ops(rank)
     ours = {(op, core): (n, total) for _, op, core, n, total in rows}
     device = rows[0][0] if rows else "npu"
     differ: list[str] = []
