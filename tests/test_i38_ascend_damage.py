@@ -326,3 +326,20 @@ def test_kernel_details_rows_written_twice_are_read_once_and_said(tmp_path):
     (finding,) = _findings(info, "duplicate_vendor_rows")
     assert finding["count"] == len(body) - distinct > 0 and "kernel_details.csv" in finding["detail"]
     assert conv.seq - (0 << 40) == distinct  # one slice per distinct row
+
+
+def test_kernel_details_step_beyond_int32_gets_the_kineto_check(tmp_path):
+    """A Step Id no int32 holds is no step (the Kineto path's rule for ProfilerStep#N): its row keeps
+    no step and is counted as values_out_of_range."""
+    from prof_engine.importers import ascend
+    from prof_engine.importers.chrome import anomalies
+
+    out = _text_copy(tmp_path, "kernel_details.csv")
+    path = out / "kernel_details.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[1] = "99999999999" + lines[1][lines[1].index(",") :]
+    path.write_text("".join(lines), encoding="utf-8")
+    huge = sum(1 for line in lines[1:] if int(line.split(",")[0]) > 2**31 - 1)
+    conv, _ = ascend.convert_rank_dir(tmp_path / "rank0_ascend_pt", 0, _null_sink)
+    (finding,) = _findings(anomalies(conv), "values_out_of_range")
+    assert finding["count"] == huge == 1

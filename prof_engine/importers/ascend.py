@@ -646,6 +646,10 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
         if dur is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")
+        step = _int(r.get("Step"))
+        if step is not None and not 0 <= step <= classify.STEP_MAX:  # as the Kineto path's ProfilerStep#N
+            conv.out_of_range_seen("step", 1, r["Name"] or "")
+            step = None
         args = {**(r.get("_rest") or {}), **({"Task Id": task} if (task := _int(r.get("Task"))) is not None else {})}
         conv.seq += 1
         conv.add_row(
@@ -654,7 +658,7 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
                 "id": conv.seq,
                 "rank": conv.file_index,
                 "device": f"npu{conv.device_index}",
-                "step": _int(r.get("Step")),
+                "step": step,
                 "kind": "comm" if comm else "kernel",
                 "name": r["Name"] or "",
                 "category": "kernel_details",
