@@ -185,8 +185,14 @@ def import_(
     finally:
         progress.close()
     # with an executor, the rules' counts by groups too
-    with open_run(run, executor=executor, address=address) as r:
-        m, warnings = r.manifest, r.quality_warnings()
+    unsummarised = None
+    try:
+        with open_run(run, executor=executor, address=address) as r:
+            m, warnings = r.manifest, r.quality_warnings()
+    except Exception as e:  # noqa: BLE001 - the run is published and complete: its summary failing is a warning, not exit 1
+        from prof_engine.store.manifest import load_manifest
+
+        m, warnings, unsummarised = load_manifest(Path(run)), [], _summary_failure(e)
     for skipped in m["skipped"]:
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
     _print_left_out(m.get("left_out") or [])
@@ -197,8 +203,26 @@ def import_(
         f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps"
         + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else "")
     )
-    if strict and (warnings or m["skipped"]):
+    if unsummarised is not None:
+        err.print(
+            f"Warning: the import is complete, but its data-quality summary could not be computed ({unsummarised}); "
+            f"`prof-engine check {output}` computes it",
+            highlight=False,
+        )
+    # --strict cannot pass what it could not check
+    if strict and (warnings or m["skipped"] or unsummarised is not None):
         raise typer.Exit(1)
+
+
+def _summary_failure(e: Exception) -> str:
+    """Why the summary after an import failed, in an importer's terms: a DuckDB out-of-memory error
+    names a query setting (memory_limit), which an import does not take."""
+    if out_of_memory(e):
+        from prof_engine._process import address_space_hint
+
+        hint = address_space_hint()
+        return f"out of memory; {hint}" if hint else "out of memory; free memory, or import with fewer --jobs"
+    return f"{type(e).__name__}: {memory_cause(e)}"
 
 
 def _print_left_out(left_out: list[dict[str, str]]) -> None:

@@ -48,7 +48,8 @@ def collect(
     """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
 
     Steps are the program's optimizer steps; each finished step is written while the program runs.
-    SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N."""
+    SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N. If the collector's
+    writer process dies, the run keeps the steps it had published, marked interrupted, and this exits 1."""
     # here, not at the top: launch loads pyarrow (the run's manifest), which --help must not
     from prof_engine import open
     from prof_engine.cli import render
@@ -74,6 +75,7 @@ def collect(
             for title, result in run.summary(top).items():
                 render.table(result, title=title)
         steps_seen = len(step_numbers(run.manifest))
+        state = run.manifest.get("state")
     if done.writer_done:
         render.err.print(f"recorded {steps_seen} step(s) into {done.run}", highlight=False)
     else:
@@ -85,3 +87,10 @@ def collect(
         render.err.print(done.describe(), highlight=False)
     if done.status:
         raise typer.Exit(done.status)
+    if done.writer_done and state != "complete":  # the program ended in order, yet the run was never closed
+        render.err.print(
+            f"Error: the collector's writer process died before the run was complete (its line above says how): "
+            f"{done.run} keeps the {steps_seen} step(s) it had published, marked {state}",
+            highlight=False,
+        )
+        raise typer.Exit(1)

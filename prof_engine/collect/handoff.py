@@ -13,10 +13,13 @@ doubling a small CPU loop's step time; see benchmarks/README.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import queue
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +31,9 @@ import prof_engine
 from prof_engine.collect.writer import QUEUE_ITEMS, READY, Close, OpRecord, Start, StepDone, TorchCycle
 from prof_engine.errors import CollectError
 from prof_engine.store.builder import SourceFile
-from prof_engine.store.live import LiveRun
+from prof_engine.store.files import write_text
+from prof_engine.store.live import PENDING, RECORDING, LiveRun
+from prof_engine.store.manifest import MANIFEST
 
 log = logging.getLogger("prof_engine")
 
@@ -51,6 +56,8 @@ class Handoff:
         keep_traces: bool = False,
     ) -> None:
         self.subscribers = subscribers
+        self.run = live.out
+        self.writer_died: str | None = None  # how, once `close` found the writer dead (see `_writer_died`)
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_ITEMS)
         self._warned_full = False
         self._broken = False
@@ -159,4 +166,35 @@ class Handoff:
             self._listener.join()
         self._out.close()
         if self._proc.returncode:
-            log.error("prof_engine: the collector's writer process exited with status %d", self._proc.returncode)
+            self._writer_died(self._proc.returncode)
+
+    def _writer_died(self, code: int) -> None:
+        """The writer ended without closing the run (killed, or crashed): mark the run `interrupted`
+        (it opens with every step published; its manifest is recomputed from the files), remove the
+        batch it was writing (`.pending/`, which readers ignore), and say so in one line."""
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        self.writer_died = how
+        path = self.run / MANIFEST
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            if manifest.get("state") == RECORDING:
+                manifest["state"] = "interrupted"
+                write_text(path, json.dumps(manifest, indent=1, default=str))
+            state = manifest.get("state")
+        except (OSError, ValueError) as e:
+            state = f"unreadable ({e})"
+        shutil.rmtree(self.run / PENDING, ignore_errors=True)
+        log.error(
+            "prof_engine: the collector's writer process %s before the run was complete: %s keeps the steps it had "
+            "published (state %s); the batch it was writing is lost",
+            how,
+            self.run,
+            state,
+        )
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
