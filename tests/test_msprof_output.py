@@ -10,7 +10,9 @@ Accelerator Core→Task Type, Start Time(us)→Task Start Time(us), Duration(us)
 Wait Time(us)→Task Wait Time(us), Step Id dropped, Device_id 0 prepended, LF and no quoting as
 msprof's C++ CsvWriter, rows split across the slices). One extra row with Device_id `host` (a
 copy of a kernel row under a made-up op type) checks that host rows are not taken as device
-tasks. The PROF directory name, info.json.0 and the timestamps are made up too.
+tasks. op_statistic.csv → `op_statistic_<ts>.csv` (Device_id 0 prepended, and a `host` row), the
+summary import compares with the rebuilt op_statistic. The PROF directory name, info.json.0 and
+the timestamps are made up too.
 
 The synthetic export holds the same events and kernels as the torch_npu directory, so its
 summaries must equal those of importing that directory directly, exactly.
@@ -90,6 +92,16 @@ def write_op_summary_slices(out: Path, kernel_details: Path) -> None:
             f.write("".join(line + "\n" for line in [",".join(names), *part]))
 
 
+def write_op_statistic(out: Path, op_statistic: Path) -> None:
+    """op_statistic.csv → op_statistic_<ts>.csv as msprof writes it: `Device_id` first (0), and a
+    `host` row (of no device: not compared)."""
+    with open(op_statistic, newline="", encoding="utf-8") as f:
+        header, *rows = list(csv.reader(f))
+    lines = [",".join(["Device_id", *header]), *(",".join(["0", *row]) for row in rows)]
+    lines.append(",".join(["host", "SYNTHETIC_HOST_ROW", *rows[0][1:]]))
+    (out / f"op_statistic_{STAMP}.csv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 def synthesize(root: Path, meta_in_every_slice: bool = True) -> Path:
     """The synthetic PROF_* directory (see the module docstring) under `root`."""
     src = fixture_path(*SOURCE) / "ASCEND_PROFILER_OUTPUT"
@@ -103,6 +115,7 @@ def synthesize(root: Path, meta_in_every_slice: bool = True) -> Path:
     out.mkdir()
     write_timeline_slices(out, src / "trace_view.json", meta_in_every_slice)
     write_op_summary_slices(out, src / "kernel_details.csv")
+    write_op_statistic(out, src / "op_statistic.csv")
     return prof
 
 
@@ -124,6 +137,7 @@ def test_slices_exist_with_metadata_in_each(runs):
     assert sorted(p.name for p in out.iterdir()) == [
         f"msprof_slice_0_{STAMP}.json",
         f"msprof_slice_1_{STAMP}.json",
+        f"op_statistic_{STAMP}.csv",
         f"op_summary_slice_0_{STAMP}.csv",
         f"op_summary_slice_1_{STAMP}.csv",
     ]
@@ -199,3 +213,32 @@ def test_a_missing_slice_is_one_clear_line(tmp_path, stem, suffix):
     )
     assert (proc.returncode, proc.stderr) == (1, f"Error: {expected}\n")
     assert not any((tmp_path / "cwd").iterdir())
+
+
+def test_op_statistic_beside_the_output_is_compared(runs, tmp_path):
+    """msprof's op_statistic_<ts>.csv (here torch_npu's, with Device_id) equals the rebuilt
+    op_statistic: no vendor_summary_mismatch; one op type's total changed in a copy: one, named
+    with its device (issue 38, item 4)."""
+    import shutil
+
+    from prof_engine.importers.vendor_check import check_run
+
+    prof, prof_run, _ = runs
+    rule = """SELECT "Count", "Detail" FROM data_quality WHERE "Rule" = 'vendor_summary_mismatch'"""
+    assert prof_run.sql(rule).rows() == []
+    copy_src = tmp_path / PROF_NAME / "mindstudio_profiler_output"
+    copy_src.mkdir(parents=True)
+    path = copy_src / f"op_statistic_{STAMP}.csv"
+    with open(prof / "mindstudio_profiler_output" / path.name, newline="", encoding="utf-8") as f:
+        header, *rows = list(csv.reader(f))
+    total = header.index("Total Time(us)")
+    rows[0][total] = f"{float(rows[0][total]) + 5:.3f}"  # 5 µs more than the records hold
+    path.write_text("".join(",".join(r) + "\n" for r in [header, *rows]), encoding="utf-8")
+    run = tmp_path / "run"
+    shutil.copytree(prof_run.path, run)
+    manifest = (run / "manifest.json").read_text(encoding="utf-8")
+    (run / "manifest.json").write_text(manifest.replace(str(prof), str(tmp_path / PROF_NAME)), encoding="utf-8")
+    assert check_run(run) == 1
+    with prof_engine.open(run) as edited:
+        ((count, detail),) = edited.sql(rule).rows()
+    assert count == 1 and f"{rows[0][1]} ({rows[0][2]}, npu0) total" in detail and path.name in detail

@@ -4,7 +4,8 @@ rebuilt from the imported records.
 torch_npu and MindSpore write, beside the raw records of a rank (trace_view.json,
 kernel_details.csv, the `.db`), summaries of them: `step_trace_time.csv` or a `.db` export's
 `analysis.db` table StepTraceTime (what step_trace computes), and `op_statistic.csv`
-(op_statistic's device rows). Where the two disagree beyond the vendor's
+(op_statistic's device rows); msprof writes `op_statistic_<timestamp>.csv` into a PROF_*
+directory's `mindstudio_profiler_output/` (per `Device_id`). Where the two disagree beyond the vendor's
 rounding, records are missing from what was imported (a kernel_details.csv of 21 rows beside a
 step_trace_time.csv of 75 ms Computing: 27 ms rebuilt, and advice saw the device 86 % idle), or the
 summary is of another capture; either way no report of the run is to be trusted as is. Each
@@ -24,6 +25,7 @@ the ns (0.5 ns per op). A value counts as a disagreement beyond `TOLERANCE_US` +
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ STEP_TRACE = "step_trace_time.csv"
 OP_STATISTIC = "op_statistic.csv"
 ANALYSIS_DB = "analysis.db"  # a `.db` export's: its StepTraceTime table is step_trace_time.csv's rows
 FORMATS = ("torch_npu", "mindspore")  # sources that are an Ascend rank directory
+MSPROF, MSPROF_OUTPUT = "msprof", "mindstudio_profiler_output"  # a PROF_* directory's merged output
+MSPROF_OP_STATISTIC = re.compile(r"op_statistic_\d{14}\.csv")  # its op_statistic (newest export last)
 STEP_COLUMNS = (
     "Computing",
     "Communication(Not Overlapped)",
@@ -52,6 +56,12 @@ SHOWN = 3  # disagreements named in a finding's detail (its count has them all)
 
 
 def _summaries(source: dict[str, Any]) -> list[Path]:
+    """The vendor summaries beside a source's records: a torch_npu/MindSpore rank directory's, or
+    the newest `op_statistic_<timestamp>.csv` of an msprof PROF_* directory's merged output."""
+    if source.get("format") == MSPROF:
+        out = Path(source["path"]) / MSPROF_OUTPUT
+        found = sorted(p for p in out.glob("op_statistic_*.csv") if MSPROF_OP_STATISTIC.fullmatch(p.name))
+        return found[-1:]
     if source.get("format") not in FORMATS:
         return []
     out = Path(source["path"]) / OUTPUT_DIR
@@ -75,7 +85,7 @@ def check_run(run: Path) -> int:
             info = src.setdefault("info", {})
             before = len(info.get("findings") or [])
             for path in files:
-                check = _op_statistic if path.name == OP_STATISTIC else _step_trace
+                check = _op_statistic if path.name.startswith("op_statistic") else _step_trace
                 differ, device = check(r, int(src["rank"]), path, info)
                 if differ:
                     shown = "; ".join(differ[:SHOWN]) + (
@@ -188,22 +198,34 @@ def _step_trace_table(path: Path, info: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _op_statistic(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
     """Disagreements of op_statistic.csv with the rank's device rows of `op_statistic`: each op
-    type and core type's count, and its total time."""
-    columns = {"OP Type": ("OP Type",), "Core Type": ("Core Type",), "Count": ("Count",), "Total": ("Total Time(us)",)}
-    theirs = read_csv(path, columns, required=tuple(columns), info=info, optional=True)
+    type and core type's count, and its total time; per device where the file has msprof's
+    `Device_id` column (its `host` rows are no device's)."""
+    columns = {
+        "OP Type": ("OP Type",),
+        "Core Type": ("Core Type",),
+        "Count": ("Count",),
+        "Total": ("Total Time(us)",),
+        "Device": ("Device_id",),
+    }
+    theirs = read_csv(path, columns, required=("OP Type", "Core Type", "Count", "Total"), info=info, optional=True)
+    per_device = any(t.get("Device") is not None for t in theirs)
     rows = r.ops(rank)
-    ours = {(op, core): (n, total) for _, op, core, n, total in rows}
+    ours = {(dev if per_device else None, op, core): (n, total) for dev, op, core, n, total in rows}
     device = rows[0][0] if rows else "npu"
     differ: list[str] = []
     for t in theirs:
-        key = (t["OP Type"], t["Core Type"])
+        dev = t.get("Device")
+        if per_device and not (dev or "").isdigit():
+            continue  # msprof's `host` rows
+        key = (f"npu{dev}" if per_device else None, t["OP Type"], t["Core Type"])
         want_n, want_total = _number(t["Count"]), _number(t["Total"])
         n, total = ours.pop(key, (0, None))
+        name = f"{key[1]} ({key[2]}{', ' + key[0] if key[0] else ''})"
         if want_n is not None and n != want_n:
-            differ.append(f"{key[0]} ({key[1]}) count {n} rebuilt, {int(want_n)} in the file")
+            differ.append(f"{name} count {n} rebuilt, {int(want_n)} in the file")
         elif want_total is not None and (total is None or abs(total - want_total) > TOLERANCE_US + n / 1000):
-            differ.append(f"{key[0]} ({key[1]}) total {_us(total)} rebuilt, {_us(want_total)} in the file")
-    for (op, core), (n, _) in sorted(ours.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+            differ.append(f"{name} total {_us(total)} rebuilt, {_us(want_total)} in the file")
+    for (dev, op, core), (n, _) in sorted(ours.items(), key=lambda kv: tuple(map(str, kv[0]))):
         if theirs:
-            differ.append(f"{op} ({core}) count {n} rebuilt, not in the file")
+            differ.append(f"{op} ({core}{', ' + dev if dev else ''}) count {n} rebuilt, not in the file")
     return differ, device
