@@ -17,6 +17,10 @@
 -- task has none); size and time are summed per link, Transport Type is the task's link type
 -- (ON_CHIP → LOCAL, HCCS_SW → HCCS). Only Ascend traces with HCCL plane tasks have links; NCCL
 -- kernels carry no per-link data.
+-- Links to or from ranks the run does not hold (the job's other ranks, not imported: 0→2…7 in a
+-- 2-rank capture of an 8-rank group) are kept, as the vendor's communication_matrix.json lists
+-- them, though their peer side is in no view; `data_quality` says so (the note
+-- links_to_absent_ranks: per rank, those links, the ranks and the MB moved over them).
 -- column `Rank` INTEGER: global rank
 -- column `Device` VARCHAR: device
 -- column `Step` BIGINT: training step (NULL: outside every step)

@@ -4,7 +4,7 @@
 --   guessed. Read it before trusting a report: a rule here means some number elsewhere rests on it.
 -- matches: no peer has one (HTA, Perfetto, nsys and msprof import silently); the rules are in
 --   prof_engine/store/quality.py, each with its meaning (the `quality_rules` table).
--- requires: slices, run_findings, quality_rules, _classify, _units, _overlap
+-- requires: slices, run_findings, quality_rules, _classify, _units, _overlap, communication_matrix, _held_ranks
 -- scope: rank
 -- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
 -- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
@@ -17,7 +17,10 @@
 --     and end after it (no nesting): torch's tree rule closes the sibling at their start;
 --   device_work_outside_steps: on a device that records its steps (a step record of its own,
 --     Kineto's GPU ProfilerStep#N), device tasks in none of its step windows (step NULL: e.g. the
---     previous step's queued work before the first window), with their summed duration.
+--     previous step's queued work before the first window), with their summed duration;
+--   links_to_absent_ranks (a note): a rank's communication_matrix links (src→dst pairs) with an
+--     end on a rank the run does not hold — kept as the vendor lists them, with no peer side to
+--     compare — naming those ranks and the MB moved over such links.
 -- column `Rank` INTEGER: global rank; NULL for the run as a whole
 -- column `Device` VARCHAR: device it concerns; NULL for a whole source or the run
 -- column `Rule` VARCHAR: rule that fired (see `quality_rules`)
@@ -54,6 +57,38 @@ host_overlaps AS (
     FROM host_siblings
     GROUP BY rank, device
 ),
+-- Judged against every rank the run holds (`run_held_ranks()`, a constant `session.attach` sets from
+-- the whole manifest), not the ranks it was opened with: so a rank's row is the same on a run
+-- restricted to it (scope rank).
+matrix_links AS (
+    SELECT "Rank" AS rank, "Device" AS device, "Src Rank" AS src, "Dst Rank" AS dst,
+           sum("Transit Size(MB)") AS mb,
+           NOT list_contains(run_held_ranks(), "Src Rank") AS src_absent,
+           NOT list_contains(run_held_ranks(), "Dst Rank") AS dst_absent
+    FROM communication_matrix
+    GROUP BY ALL
+),
+absent_links AS (
+    SELECT rank, device, count(*) FILTER (WHERE src_absent OR dst_absent) AS n, count(*) AS links,
+           sum(mb) FILTER (WHERE src_absent OR dst_absent) AS mb
+    FROM matrix_links
+    GROUP BY rank, device
+),
+-- The absent ranks as runs of consecutive ranks, "2-7" or "2-3,5": rank_ranges' rule, written here
+-- because queries/_ranks.sql is cluster scope, which a rank-scope view may not require.
+absent_runs AS (
+    SELECT rank, device, min(r) AS lo, max(r) AS hi
+    FROM (SELECT rank, device, r, r - row_number() OVER (PARTITION BY rank, device ORDER BY r) AS run
+          FROM (SELECT rank, device, src AS r FROM matrix_links WHERE src_absent
+                UNION SELECT rank, device, dst FROM matrix_links WHERE dst_absent))
+    GROUP BY rank, device, run
+),
+absent_ranks AS (
+    SELECT rank, device, count(*) > 1 OR bool_or(lo < hi) AS several,
+           string_agg(CASE WHEN lo = hi THEN lo::VARCHAR ELSE lo || '-' || hi END, ',' ORDER BY lo) AS ranks
+    FROM absent_runs
+    GROUP BY rank, device
+),
 computed AS (
     SELECT rank, device, 'other_records' AS rule, other AS count, records AS total,
            'e.g. ' || other_name AS detail
@@ -72,6 +107,11 @@ computed AS (
     SELECT rank, device, 'device_work_outside_steps', outside, tasks,
            us(outside_dur) || ' µs of device time (summed) in no step window, e.g. ' || outside_name
     FROM per_device WHERE device <> 'host' AND device_steps > 0 AND outside > 0
+    UNION ALL
+    SELECT rank, device, 'links_to_absent_ranks', n, links,
+           CASE WHEN several THEN 'ranks ' ELSE 'rank ' END || ranks
+               || ', not in the run: ' || round(mb, 3) || ' MB over these links (communication_matrix)'
+    FROM absent_links JOIN absent_ranks USING (rank, device) WHERE n > 0
 ),
 found AS (
     SELECT rank, device, rule, count, total, detail FROM computed
