@@ -37,6 +37,7 @@ def test_2023_export_whose_records_miss_most_of_the_step_says_so(tmp_path):
     Computing: the import says which values disagree, with both numbers and the file."""
     src = tmp_path / "test_rank_0"
     shutil.copytree(fixture_path(*OLD, "test_rank_0"), src)  # one rank: fast
+    (src / "ASCEND_PROFILER_OUTPUT" / "communication.json").unlink()  # its disagreements would add to the count
     (vendor,) = list(csv.DictReader(open(src / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="")))
     with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run")) as run:
         (ours,) = run.sql('SELECT * FROM step_trace WHERE "Step" IS NOT NULL').arrow().to_pylist()
@@ -58,10 +59,24 @@ def test_reports_that_match_the_vendors_say_nothing(torch_npu_text_run):
     assert _mismatches(run) == []
 
 
-def test_an_op_statistic_that_disagrees_is_said(tmp_path, torch_npu_text_run):
-    """op_statistic.csv with one op type's count changed: one disagreement, that op type, named."""
+def _check_edited(tmp_path: Path, src: Path, run) -> list[tuple]:
+    """check_run on a copy of the text fixture's run whose rank 0 source is the folder
+    tmp_path/rank0_ascend_pt (holding an edited summary): its vendor_summary_mismatch rows."""
     from prof_engine.importers.vendor_check import check_run
 
+    copy = tmp_path / "run"
+    shutil.copytree(Path(run.path), copy)
+    manifest = (copy / "manifest.json").read_text(encoding="utf-8")
+    (copy / "manifest.json").write_text(
+        manifest.replace(str(src / "rank0_ascend_pt"), str(tmp_path / "rank0_ascend_pt")), encoding="utf-8"
+    )
+    assert check_run(copy) == 1
+    with prof_engine.open(copy) as edited:
+        return _mismatches(edited)
+
+
+def test_an_op_statistic_that_disagrees_is_said(tmp_path, torch_npu_text_run):
+    """op_statistic.csv with one op type's count changed: one disagreement, that op type, named."""
     src, run = torch_npu_text_run
     out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
@@ -73,18 +88,28 @@ def test_an_op_statistic_that_disagrees_is_said(tmp_path, torch_npu_text_run):
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    # the run's rank 0 as imported, its source now the edited folder
-    copy = tmp_path / "run"
-    shutil.copytree(Path(run.path), copy)
-    manifest = (copy / "manifest.json").read_text(encoding="utf-8")
-    (copy / "manifest.json").write_text(
-        manifest.replace(str(src / "rank0_ascend_pt"), str(tmp_path / "rank0_ascend_pt")), encoding="utf-8"
-    )
-    assert check_run(copy) == 1
-    with prof_engine.open(copy) as edited:
-        ((rank, count, detail),) = _mismatches(edited)
+    ((rank, count, detail),) = _check_edited(tmp_path, src, run)
     assert (rank, count) == (0, 1)
     assert f"{rows[0]['OP Type']} ({rows[0]['Core Type']}) count" in detail and "op_statistic.csv" in detail
+
+
+def test_a_communication_json_that_disagrees_is_said(tmp_path, torch_npu_text_run):
+    """communication.json with one op's Elapse Time 0.01 ms longer: that op, both times, named."""
+    import json
+
+    src, run = torch_npu_text_run
+    out = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    data = json.loads((src / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+    step, kinds = next(iter(data.items()))
+    op, info = next((k, v) for kind in kinds.values() for k, v in kind.items() if k != "Total Op Info")
+    time_info = info["Communication Time Info"]
+    time_info["Elapse Time(ms)"] += 0.01
+    (out / "communication.json").write_text(json.dumps(data), encoding="utf-8")
+    ((rank, count, detail),) = _check_edited(tmp_path, src, run)
+    assert (rank, count) == (0, 1)
+    assert f"{step[:4]} {step[4:]} {op.split('@')[0]} Elapse Time" in detail
+    assert f"{time_info['Elapse Time(ms)']:,.3f} ms in the file" in detail and "communication.json" in detail
 
 
 def test_db_export_is_compared_with_its_analysis_db(tmp_path, torch_npu_db_run):

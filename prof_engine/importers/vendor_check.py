@@ -4,7 +4,8 @@ rebuilt from the imported records.
 torch_npu and MindSpore write, beside the raw records of a rank (trace_view.json,
 kernel_details.csv, the `.db`), summaries of them: `step_trace_time.csv` or a `.db` export's
 `analysis.db` table StepTraceTime (what step_trace computes), and `op_statistic.csv`
-(op_statistic's device rows); msprof writes `op_statistic_<timestamp>.csv` into a PROF_*
+(op_statistic's device rows), and `communication.json` (communication's ops and their elapse
+times); msprof writes `op_statistic_<timestamp>.csv` into a PROF_*
 directory's `mindstudio_profiler_output/` (per `Device_id`). Where the two disagree beyond the vendor's
 rounding, records are missing from what was imported (a kernel_details.csv of 21 rows beside a
 step_trace_time.csv of 75 ms Computing: 27 ms rebuilt, and advice saw the device 86 % idle), or the
@@ -36,6 +37,7 @@ from prof_engine.store.manifest import MANIFEST, load_manifest
 
 STEP_TRACE = "step_trace_time.csv"
 OP_STATISTIC = "op_statistic.csv"
+COMMUNICATION = "communication.json"
 ANALYSIS_DB = "analysis.db"  # a `.db` export's: its StepTraceTime table is step_trace_time.csv's rows
 FORMATS = ("torch_npu", "mindspore")  # sources that are an Ascend rank directory
 MSPROF, MSPROF_OUTPUT = "msprof", "mindstudio_profiler_output"  # a PROF_* directory's merged output
@@ -65,7 +67,7 @@ def _summaries(source: dict[str, Any]) -> list[Path]:
     if source.get("format") not in FORMATS:
         return []
     out = Path(source["path"]) / OUTPUT_DIR
-    return [out / name for name in (STEP_TRACE, OP_STATISTIC, ANALYSIS_DB) if (out / name).is_file()]
+    return [out / name for name in (STEP_TRACE, OP_STATISTIC, COMMUNICATION, ANALYSIS_DB) if (out / name).is_file()]
 
 
 def check_run(run: Path) -> int:
@@ -85,7 +87,13 @@ def check_run(run: Path) -> int:
             info = src.setdefault("info", {})
             before = len(info.get("findings") or [])
             for path in files:
-                check = _op_statistic if path.name.startswith("op_statistic") else _step_trace
+                check = (
+                    _op_statistic
+                    if path.name.startswith("op_statistic")
+                    else _communication
+                    if path.name == COMMUNICATION
+                    else _step_trace
+                )
                 differ, device = check(r, int(src["rank"]), path, info)
                 if differ:
                     shown = "; ".join(differ[:SHOWN]) + (
@@ -109,6 +117,9 @@ def _number(text: Any) -> float | None:
         return None
 
 
+COMM_TOLERANCE_MS = 0.001  # communication.json's times match to it (tests/test_communication.py)
+
+
 class _Rebuilt:
     """The rebuilt reports of the run by rank, each view computed once for all ranks."""
 
@@ -117,6 +128,7 @@ class _Rebuilt:
         self._steps: dict[int, dict[int, dict[str, Any]]] | None = None
         self._tasks: dict[int, dict[int | None, int]] | None = None
         self._ops: dict[int, list[tuple]] | None = None
+        self._comms: dict[int, dict[tuple[int | None, str], tuple[str, float]]] | None = None
 
     def steps(self, rank: int) -> dict[int, dict[str, Any]]:
         """step_trace's rows of `rank` by step."""
@@ -135,6 +147,16 @@ class _Rebuilt:
             ).rows():
                 self._tasks.setdefault(rk, {})[step] = n
         return self._tasks.get(rank, {})
+
+    def comms(self, rank: int) -> dict[tuple[int | None, str], tuple[str, float]]:
+        """communication's rows of `rank`: (step, op name) -> (device, elapse ms)."""
+        if self._comms is None:
+            self._comms = {}
+            for rk, dev, step, name, elapse in self.run.sql(
+                'SELECT "Rank", "Device", "Step", "Op Name", "Elapse Time(ms)" FROM communication'
+            ).rows():
+                self._comms.setdefault(rk, {})[(step, name)] = (dev, elapse)
+        return self._comms.get(rank, {})
 
     def ops(self, rank: int) -> list[tuple]:
         """op_statistic's device rows of `rank`: (device, op type, core type, count, total µs)."""
@@ -194,6 +216,45 @@ def _step_trace_table(path: Path, info: dict[str, Any]) -> list[dict[str, Any]]:
     except sqlite3.Error as e:
         vendor_finding(info, "vendor_file_left_out", 1, f"{path}: no StepTraceTime table to compare ({e})", None)
         return []
+
+
+def _communication(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
+    """Disagreements of communication.json with the rank's `communication` rows: the ops of each
+    step (`step<N>` → kind → `<op name>@<group>`), and each op's Elapse Time(ms)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        theirs = [
+            (
+                int(key[4:]) if key[4:].isdigit() else None,
+                op.split("@")[0],
+                float(v["Communication Time Info"]["Elapse Time(ms)"]),
+            )
+            for key, kinds in data.items()
+            for kind in kinds.values()
+            for op, v in kind.items()
+            if op != "Total Op Info"
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as e:
+        vendor_finding(
+            info,
+            "vendor_file_left_out",
+            1,
+            f"{path}: not communication.json as torch_npu writes it ({e!r:.80}): not compared",
+            None,
+        )
+        return [], "npu"
+    ours = dict(r.comms(rank))
+    device = next((dev for dev, _ in ours.values()), "npu")
+    differ: list[str] = []
+    for step, op, want in theirs:
+        _, got = ours.pop((step, op), (None, None))
+        if got is None:
+            differ.append(f"step {step} {op}: in the file, not rebuilt")
+        elif abs(got - want) > COMM_TOLERANCE_MS:
+            differ.append(f"step {step} {op} Elapse Time {got:,.3f} ms rebuilt, {want:,.3f} ms in the file")
+    if theirs:
+        differ += [f"step {step} {op}: rebuilt, not in the file" for (step, op) in sorted(ours, key=str)]
+    return differ, device
 
 
 def _op_statistic(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:
