@@ -31,7 +31,7 @@ RULES: dict[str, str] = {
     "vendor_file_left_out": "vendor files the import cannot use (a column it needs missing, no rows): left out, what they hold missing from the run",
     "unlisted_device_tasks": "device tasks after the end of a truncated kernel list (kernel_details.csv): kernel or not by their task type alone, without op type or shapes",
     "duplicate_vendor_rows": "exact duplicate rows in a profiler database's record table (TASK, PYTORCH_API, ...) or a vendor kernel list (kernel_details.csv, op_summary): read once",
-    "vendor_summary_mismatch": "a vendor summary beside the records (step_trace_time.csv, op_statistic.csv) disagrees with the same report rebuilt from the imported records beyond the vendor's rounding: records are missing, or the file is of another capture",
+    "vendor_summary_mismatch": "a vendor summary beside the records (step_trace_time.csv, op_statistic.csv, communication.json, analysis.db) disagrees with the same report rebuilt from the imported records beyond the vendor's rounding: records are missing, or the file is of another capture",
     "long_names_cut": "names over 64 Ki characters (no real one is): cut to that length, so records of two such names may share one",
     "left_out_units": "import units (trace files, rank directories) that failed to import: left out of the run (the manifest's `skipped` says why)",
     "unread_files": "files of the imported directories that hold no trace prof-engine reads (configs, derived reports, other formats): not imported (the manifest's `left_out` names them)",
