@@ -4,7 +4,7 @@
 --   (percentiles, a histogram), and the slowest steps; the summary the page opens with, and
 --   whether the run is CPU-only. Plain views (created unbound at open, as the public ones are), so
 --   that opening a run binds none of them.
--- requires: step_trace, slices, _classify
+-- requires: step_trace, op_statistic
 -- scope: cluster
 -- _report_steps: step_trace's rows within a step (records outside every step are no step), with
 -- the step time as `show` prints it; every time in µs.
@@ -79,7 +79,9 @@ SELECT (SELECT yes FROM stepped) AS "In Steps", count(DISTINCT "Step") AS "Steps
        round(100 * sum(f) / nullif(sum(t), 0), 1) AS "Free(%)"
 FROM r;
 
--- _report_cpu_only: one row, `CPU Only` BOOLEAN: whether the run has no device task (kernel,
--- communication, copy) on any rank; the page then hides the device columns that are all zero.
+-- _report_cpu_only: one row, `CPU Only` BOOLEAN: whether no rank has a device in step_trace or a
+-- device kernel in op_statistic; the page then hides the device columns that are all zero. From
+-- rank-scope views, not `slices`, so that a run computed by groups of ranks answers it too.
 CREATE OR REPLACE VIEW _report_cpu_only AS
-SELECT NOT EXISTS (SELECT 1 FROM slices WHERE is_device_task(device, kind)) AS "CPU Only";
+SELECT NOT EXISTS (SELECT 1 FROM step_trace WHERE "Device" <> 'host')
+       AND NOT EXISTS (SELECT 1 FROM op_statistic WHERE "Device" <> 'host') AS "CPU Only";
