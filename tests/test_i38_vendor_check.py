@@ -136,3 +136,27 @@ def test_db_export_is_compared_with_its_analysis_db(tmp_path, torch_npu_db_run):
     assert ours < theirs - 1
     assert rank == 0 and count >= 1 and "analysis.db" in detail
     assert f"Computing {ours:,.3f} µs rebuilt, {theirs:,.3f} µs in the file" in detail
+
+
+def test_a_check_that_cannot_run_is_said_not_fatal(tmp_path, torch_npu_text_run, monkeypatch):
+    """The run is published before the check: where the engine cannot compute the rebuilt reports
+    (out of memory), the import still stands, and each source says its summaries were not compared."""
+    import prof_engine.engine
+    from prof_engine.importers.vendor_check import check_run
+
+    src, run = torch_npu_text_run
+    copy = tmp_path / "run"
+    shutil.copytree(Path(run.path), copy)
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("could not allocate block of size 256 KiB")
+
+    monkeypatch.setattr(prof_engine.engine, "open_run", no_memory)
+    assert check_run(copy) == 2
+    monkeypatch.undo()
+    with prof_engine.open(copy) as checked:
+        rows = checked.sql(
+            """SELECT "Rank", "Detail" FROM data_quality WHERE "Rule" = 'vendor_file_left_out' ORDER BY 1"""
+        ).rows()
+    assert [r for r, _ in rows] == [0, 1]
+    assert all("not compared" in d and "MemoryError" in d and "step_trace_time.csv" in d for _, d in rows)

@@ -73,37 +73,52 @@ def _summaries(source: dict[str, Any]) -> list[Path]:
 def check_run(run: Path) -> int:
     """Compare the vendor summaries beside each Ascend source of the published run at `run` with
     the rebuilt reports; add a `vendor_summary_mismatch` finding per source and file that
-    disagrees (and what could not be read of them) to the manifest. Returns the findings added."""
+    disagrees (and what could not be read of them) to the manifest. A check that cannot run (out
+    of memory) is the finding `vendor_file_left_out`: the run is published, and stays whole.
+    Returns how many sources got findings."""
     manifest = load_manifest(run)
     todo = [(src, files) for src in manifest.get("sources", []) if (files := _summaries(src))]
     if not todo:
         return 0
     from prof_engine.engine import open_run  # the rebuilt reports are the engine's views over the run
 
-    added = 0
-    with open_run(run) as run_:
-        r = _Rebuilt(run_)
+    before = [json.dumps(src.get("info"), sort_keys=True, default=str) for src, _ in todo]
+    try:
+        with open_run(run) as run_:
+            _compare(_Rebuilt(run_), todo)
+    except Exception as e:  # noqa: BLE001 - the run is published and whole: a check that cannot run is said, not fatal
+        why = f"{type(e).__name__}: {str(e)[:160]}"
         for src, files in todo:
-            info = src.setdefault("info", {})
-            before = len(info.get("findings") or [])
-            for path in files:
-                check = (
-                    _op_statistic
-                    if path.name.startswith("op_statistic")
-                    else _communication
-                    if path.name == COMMUNICATION
-                    else _step_trace
-                )
-                differ, device = check(r, int(src["rank"]), path, info)
-                if differ:
-                    shown = "; ".join(differ[:SHOWN]) + (
-                        f"; and {len(differ) - SHOWN} more" if len(differ) > SHOWN else ""
-                    )
-                    vendor_finding(info, "vendor_summary_mismatch", len(differ), f"{path}: {shown}", device)
-            added += len(info.get("findings") or []) - before
+            names = ", ".join(p.name for p in files)
+            vendor_finding(
+                src.setdefault("info", {}),
+                "vendor_file_left_out",
+                1,
+                f"{Path(src['path'])}: {names} not compared with the rebuilt reports ({why})",
+                None,
+            )
+    added = sum(json.dumps(src.get("info"), sort_keys=True, default=str) != b for (src, _), b in zip(todo, before))
     if added:
         write_text(run / MANIFEST, json.dumps(manifest, indent=1, default=str))
     return added
+
+
+def _compare(r: _Rebuilt, todo: list[tuple[dict[str, Any], list[Path]]]) -> None:
+    """Each source's summaries against the rebuilt reports: findings into the source's info."""
+    for src, files in todo:
+        info = src.setdefault("info", {})
+        for path in files:
+            check = (
+                _op_statistic
+                if path.name.startswith("op_statistic")
+                else _communication
+                if path.name == COMMUNICATION
+                else _step_trace
+            )
+            differ, device = check(r, int(src["rank"]), path, info)
+            if differ:
+                shown = "; ".join(differ[:SHOWN]) + (f"; and {len(differ) - SHOWN} more" if len(differ) > SHOWN else "")
+                vendor_finding(info, "vendor_summary_mismatch", len(differ), f"{path}: {shown}", device)
 
 
 def _us(v: float | None) -> str:
