@@ -31,12 +31,20 @@ from prof_engine.importers import (
     unsupported,
     vendor_check,
 )
-from prof_engine.importers.chrome import anomalies, convert_file
+from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
-from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, StagingSink, finalize_unit
-from prof_engine.store.files import merge_tree
+from prof_engine.store.builder import (
+    FINALIZE_THREADS,
+    Finalized,
+    MemorySink,
+    RunBuilder,
+    SourceFile,
+    StagingSink,
+    finalize_unit,
+)
 from prof_engine.store.location import is_uri
+from prof_engine.store.outliers import FLOOR_NS as OUTLIER_FLOOR_NS
 from prof_engine.store.outliers import drop_time_outliers
 from prof_engine.store.quality import add_finding
 
@@ -307,7 +315,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
         host=host if isinstance(host := header.get("host_name"), str) else None,
         devices=devices,
         lanes=list(conv.lanes.values()),
-        info={**info, **anomalies(conv)},
+        info=ascend.with_anomalies(info, conv),  # both sides' findings: clock_anchor kept
     )
 
 
@@ -519,15 +527,18 @@ def _import_batch(
         return [_import_unit(batch[0][0], batch[0][1], unit_dir, memory_limit, threads, advance)]
     staged: dict[int, SourceFile] = {}
     failed: dict[int, ProfEngineError] = {}
-    for unit, index in batch:
-        part = unit_dir / f"part{index}"
-        got = _stage_unit(unit, index, part, advance)
-        if isinstance(got, SourceFile):
-            merge_tree(part / "staging", unit_dir / "staging")
-            shutil.rmtree(part, ignore_errors=True)
-            staged[index] = got
-        else:
-            failed[index] = got
+    # the batch's sources share one staging file per table, written in line: no directory,
+    # thread, writer or move per trace
+    shared = StagingSink(unit_dir / "staging", threaded=False)
+    try:
+        for unit, index in batch:
+            got = _stage_unit(unit, index, unit_dir, advance, shared=shared)
+            if isinstance(got, SourceFile):
+                staged[index] = got
+            else:
+                failed[index] = got
+    finally:
+        shared.close()
     infos = [i for i in staged.values() if isinstance(i, SourceFile)]
     if not infos:
         return [failed[i] for _, i in batch]
@@ -549,59 +560,67 @@ def _import_batch(
     # imported source's (the first of the batch may have failed)
     if (home := unit_dir.parent / f"{infos[0].index:06d}") != unit_dir:
         unit_dir.rename(home)
-    parts = _split(done, infos, home / "out")
+    parts = _split(done, infos)
     return [failed[i] if i in failed else parts[i] for _, i in batch]
 
 
-def _split(done: Finalized, infos: list[SourceFile], out: Path) -> dict[int, tuple[SourceFile, Finalized]]:
+def _split(done: Finalized, infos: list[SourceFile]) -> dict[int, tuple[SourceFile, Finalized]]:
     """A batch's rows and summary per source, by its rank (the tables are partitioned by rank):
-    the manifest keeps each source's rows (`restrict`), and the spans tell jobs apart (`_unrelated`)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    def rank_rows(rank: int) -> dict[str, int]:
-        return {
-            table: sum(pq.ParquetFile(f).metadata.num_rows for f in (out / table / f"rank={rank}").rglob("*.parquet"))
-            for table in done.rows
-        }
-
+    the manifest keeps each source's rows (`restrict`), and the spans tell jobs apart (`_unrelated`);
+    a source's span is what its import alone would have found (`finalize_unit`'s per rank)."""
+    rank_rows, spans = done.rank_rows or {}, done.rank_spans or {}
     found = {}
     for info in infos:
-        devices = [d for d in done.summary["devices"] if d["rank"] == info.rank]
-        start = end = None
-        for f in (out / "slices" / f"rank={info.rank}").rglob("*.parquet"):
-            t = pq.read_table(f, columns=["ts", "dur"])
-            lo, hi = pc.min(t["ts"]).as_py(), pc.max(pc.add(t["ts"], pc.fill_null(t["dur"], 0))).as_py()
-            start = lo if start is None or (lo is not None and lo < start) else start
-            end = hi if end is None or (hi is not None and hi > end) else end
+        start, end = spans.get(info.rank, (None, None))
         summary = {
-            "devices": devices,
+            "devices": [d for d in done.summary["devices"] if d["rank"] == info.rank],
             "steps": [st for st in done.summary["steps"] if st["rank"] == info.rank],
             "start_ns": start,
             "end_ns": end,
         }
-        found[info.index] = (info, Finalized(rank_rows(info.rank), summary))
+        rows = {table: rank_rows.get(info.rank, {}).get(table, 0) for table in done.rows}
+        found[info.index] = (info, Finalized(rows, summary))
     return found
 
 
 def _stage_unit(
-    unit: Source, index: int, unit_dir: Path, advance: Callable[[int], None] | None
+    unit: Source,
+    index: int,
+    unit_dir: Path,
+    advance: Callable[[int], None] | None,
+    shared: StagingSink | None = None,
 ) -> SourceFile | ProfEngineError:
     """Convert one unit into `unit_dir/staging`, its far-off slices dropped; on a user-facing
-    error, remove what it wrote and return the error."""
-    sink = StagingSink(unit_dir / "staging")
+    error, remove what it wrote and return the error. `shared`: the sink of a batch of small
+    traces: the unit's records are held until it converted whole, then written there (unless the
+    outlier rule may drop some: then in files of its own, as a unit alone)."""
+    sink: StagingSink | MemorySink = MemorySink() if shared is not None else StagingSink(unit_dir / "staging")
     try:
         info = _convert(unit, index, sink, advance or (lambda n: None))
-        sink.close()
-        if not any(sink.root.glob("*/*.parquet")):
+        if isinstance(sink, StagingSink):
+            sink.close()
+        if not sink.tables:
             raise InputError(
                 f"{unit.path}: no trace events: an empty profile (did the profiler's schedule reach an active step?)"
             )
+        if isinstance(sink, MemorySink):
+            held, span = sink.batches, sink.ts_range()
+            if span is None or span[1] - span[0] <= OUTLIER_FLOOR_NS:  # no outlier (the rule's first read)
+                assert shared is not None
+                shared.append(held)
+                return info
+            sink = StagingSink(unit_dir / "staging", threaded=False)
+            sink.append(held)
+            sink.close()
+            drop_time_outliers(unit_dir / "staging", info.info, sink.tag)
+            return info
         drop_time_outliers(unit_dir / "staging", info.info)  # slices days away from the rest: dropped, said
         return info
     except BaseException as e:
-        sink.discard()
-        shutil.rmtree(unit_dir, ignore_errors=True)
+        if isinstance(sink, StagingSink):
+            sink.discard()
+        if shared is None:
+            shutil.rmtree(unit_dir, ignore_errors=True)
         return _unit_error(e, unit)
 
 
