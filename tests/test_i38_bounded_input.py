@@ -138,3 +138,63 @@ def test_many_small_traces_are_finalised_together(tmp_path, monkeypatch):
         list(range(100)),
         list(range(100, 200)),
     ]
+
+
+def test_a_batch_of_small_traces_has_no_fixed_cost_per_trace(tmp_path, monkeypatch):
+    """What a trace's import costs whatever its size is paid once per batch, not per trace: its
+    staging files (one per table for the batch), the staging writer's thread (none), the
+    scanner's read buffer (the file's own size, not a read's 10 MB). Counted, not timed."""
+    from prof_engine import importers
+    from prof_engine.store import builder
+
+    src = tmp_path / "job"
+    src.mkdir()
+    n = 30
+    for r in range(n):
+        events = [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 50},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1001 + r, "dur": 5, "args": {}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 3, "args": {}},
+            {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1002, "s": "t"},
+        ]
+        doc = {"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": n}, "traceEvents": events}
+        (src / f"r{r}.json").write_text(json.dumps(doc))
+    staged_files, pools, buffers = [], [], []
+    real_finalize, real_pool, real_buffer = builder.finalize_unit, builder.ThreadPoolExecutor, scan._Buffer
+
+    def finalize(unit, *a, **k):
+        staged_files.append(sorted(p.parent.name for p in (Path(unit) / "staging").glob("*/*.parquet")))
+        return real_finalize(unit, *a, **k)
+
+    def pool(*a, **k):
+        pools.append(k.get("thread_name_prefix"))
+        return real_pool(*a, **k)
+
+    monkeypatch.setattr(importers, "finalize_unit", finalize)
+    monkeypatch.setattr(builder, "ThreadPoolExecutor", pool)
+    monkeypatch.setattr(scan, "_Buffer", lambda size: buffers.append(size) or real_buffer(size))
+    with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run", jobs=1)) as run:
+        assert run.manifest["tables"]["slices"] == 3 * n  # the oracle: the X events written
+    assert len(staged_files) == 1 and len(staged_files[0]) == len(set(staged_files[0]))  # a file per table
+    assert "prof-engine-stage" not in pools  # no staging thread per trace
+    sizes = {p.stat().st_size for p in src.iterdir()}
+    assert len(buffers) == n and max(buffers) <= max(sizes)
+
+
+def test_small_traces_store_the_same_rows_batched_or_alone(tmp_path, monkeypatch):
+    """A 2-rank Kineto job imported as one batch and a trace at a time stores the same rows in
+    every table, and the manifest counts the same rows and span per source."""
+    from conftest import fixture_path, stored_rows
+    from prof_engine import importers, schema
+
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
+    batched = prof_engine.import_trace([src], tmp_path / "batched", jobs=1)
+    monkeypatch.setattr(importers, "SMALL_TRACE", 0)  # every trace a unit of its own
+    alone = prof_engine.import_trace([src], tmp_path / "alone", jobs=1)
+    for table in schema.stored_tables():
+        assert stored_rows(batched, table) == stored_rows(alone, table), table
+    m1, m2 = (json.loads((r / "manifest.json").read_text()) for r in (batched, alone))
+    keys = ("path", "rank", "rows", "info")
+    assert [{k: s[k] for k in keys} for s in m1["sources"]] == [{k: s[k] for k in keys} for s in m2["sources"]]
+    for key in ("tables", "devices", "steps", "start_ns", "end_ns", "ranks"):
+        assert m1[key] == m2[key], key

@@ -219,10 +219,15 @@ def stage_views(
     return with_files
 
 
-def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | None = None) -> dict[str, int]:
+def copy_tables(
+    con: duckdb.DuckDBPyConnection,
+    target: Path,
+    only: set[str] | None = None,
+    by_rank: dict[int | None, dict[str, int]] | None = None,
+) -> dict[str, int]:
     """Write each `final_<table>` view as a hive-partitioned dataset `target/<table>/`; rows per table.
-    `only`: the tables to write (the others have nothing staged). Files are written on as many
-    threads as DuckDB may use on `con`."""
+    `only`: the tables to write (the others have nothing staged). `by_rank`: filled with each
+    rank's rows per table. Files are written on as many threads as DuckDB may use on `con`."""
     rows = {}
     threads = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
     with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="prof-engine-write") as pool:
@@ -242,6 +247,9 @@ def copy_tables(con: duckdb.DuckDBPyConnection, target: Path, only: set[str] | N
                     writer.write(_canonical(batch, table))
             finally:
                 rows[name] = writer.close()
+            if by_rank is not None:
+                for rank, n in writer.rank_rows.items():
+                    by_rank.setdefault(rank, {})[name] = n
     return rows
 
 
@@ -254,15 +262,28 @@ def _canonical(batch: pa.RecordBatch, table: schema.Table) -> pa.RecordBatch:
     return batch.cast(pa.schema([pa.field(c.name, c.arrow_type) for c in table.columns]))
 
 
-def staged_summary(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest."""
-    return _summary(con, "_s", "_step_records")
+def staged_summary(con: duckdb.DuckDBPyConnection, spans: dict[int, list[int | None]] | None = None) -> dict[str, Any]:
+    """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest.
+    `spans`: filled with each rank's time span (its `start_ns`, `end_ns`)."""
+    return _summary(con, "_s", "_step_records", spans)
 
 
-def _summary(con: duckdb.DuckDBPyConnection, slices: str, steps: str | None = None) -> dict[str, Any]:
+def _summary(
+    con: duckdb.DuckDBPyConnection,
+    slices: str,
+    steps: str | None = None,
+    spans: dict[int, list[int | None]] | None = None,
+) -> dict[str, Any]:
     """The manifest's devices, steps and time span of the view `slices`, whose step records the view
-    `steps` holds (default: `slices`) (queries/store/manifest.sql)."""
+    `steps` holds (default: `slices`) (queries/store/manifest.sql); `spans` as `staged_summary`'s."""
     devices = con.execute(f"SELECT * FROM manifest_devices('{slices}')").fetchall()
+    if spans is not None:  # a rank's span as the run's: over its devices' spans
+        for r, _, _, _, a, b in devices:
+            span = spans.setdefault(r, [None, None])
+            if a is not None:
+                span[0] = a if span[0] is None else min(span[0], a)
+            if b is not None:
+                span[1] = b if span[1] is None else max(span[1], b)
     step_rows = con.execute(f"SELECT * FROM manifest_steps('{steps or slices}')").fetchall()
     starts, ends = [d[4] for d in devices if d[4] is not None], [d[5] for d in devices if d[5] is not None]
     return {
@@ -295,6 +316,10 @@ class Finalized:
 
     rows: dict[str, int]
     summary: dict[str, Any]
+    # per rank: rows per table, and (start_ns, end_ns) as the summary's: a batch of sources'
+    # share of it (`importers._split`)
+    rank_rows: dict[int | None, dict[str, int]] | None = None
+    rank_spans: dict[int, list[int | None]] | None = None
 
 
 def finalize_unit(
@@ -327,8 +352,10 @@ def finalize_unit(
         if "slices" in staged:  # a unit holds every record of its rank: its derived tables are whole
             staged |= set(schema.derived_tables())
         con.execute("SET memory_limit = ?", [memory_share(limit, COPY_MEMORY_SHARE)])  # the copy streams
-        rows = copy_tables(con, unit / "out", staged)
-        summary = staged_summary(con)
+        rank_rows: dict[int | None, dict[str, int]] = {}
+        rank_spans: dict[int, list[int | None]] = {}
+        rows = copy_tables(con, unit / "out", staged, rank_rows)
+        summary = staged_summary(con, rank_spans)
     except (duckdb.OutOfMemoryException, duckdb.OutOfRangeException, OSError) as e:
         # streamed through Arrow (copy_tables), DuckDB's errors arrive as an OSError
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -348,7 +375,7 @@ def finalize_unit(
         con.close()
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(unit / "_spill", ignore_errors=True)
-    return Finalized(rows, summary)
+    return Finalized(rows, summary, rank_rows, rank_spans)
 
 
 class Totals:
@@ -411,29 +438,46 @@ class StagingSink:
     process; `discard()` removes what a failed unit wrote, so the other units are not affected.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, threaded: bool = True) -> None:
         self.root = Path(root)
         self.tag = uuid.uuid4().hex
+        self.tables: set[str] = set()  # the tables this sink wrote a file of
+        self._rolled = 0  # files begun on another schema (`append`)
         self._writers: dict[str, pq.ParquetWriter] = {}
         # Batches are encoded and written on a thread of their own (Parquet encoding releases the
-        # GIL), beside the converter; at most _PENDING of them wait, which bounds the memory.
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="prof-engine-stage")
+        # GIL), beside the converter; at most _PENDING of them wait, which bounds the memory. A
+        # small file's few batches are written in line (`threaded=False`): the thread's start and
+        # handoffs cost a tiny trace more than the overlap saves.
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="prof-engine-stage") if threaded else None
         self._pending: deque[Future] = deque()
 
     def __call__(self, table: str, batch: pa.RecordBatch) -> None:
         schema.validate(table, batch)
+        if self._pool is None:
+            self._write(table, batch)
+            return
         while len(self._pending) >= _PENDING or (self._pending and self._pending[0].done()):
             self._pending.popleft().result()  # raises a failed write's error here
         self._pending.append(self._pool.submit(self._write, table, batch))
 
     def _write(self, table: str, batch: pa.RecordBatch) -> None:
         w = self._writers.get(table)
+        if w is not None and not w.schema.equals(batch.schema):  # a source of the batch types a column apart
+            w.close()
+            self._rolled += 1
+            w = None
         if w is None:
-            path = self.root / table / f"{self.tag}.parquet"
+            path = self.root / table / f"{self.tag}{'' if not self._rolled else f'.{self._rolled}'}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             encoding = column_encoding(batch.schema, STAGING_OPTIONS["use_dictionary"])
             w = self._writers[table] = pq.ParquetWriter(path, batch.schema, column_encoding=encoding, **STAGING_OPTIONS)
+            self.tables.add(table)
         w.write_batch(batch)
+
+    def append(self, batches: list[tuple[str, pa.RecordBatch]]) -> None:
+        """Write batches a `MemorySink` held (validated there)."""
+        for table, batch in batches:
+            self._write(table, batch)
 
     def close(self) -> None:
         try:
@@ -443,15 +487,46 @@ class StagingSink:
             for w in self._writers.values():
                 w.close()
             self._writers.clear()
-            self._pool.shutdown(wait=True)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
 
     def discard(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 - what is being thrown away may have failed to write
             pass
-        for path in self.root.glob(f"*/{self.tag}.parquet"):
+        for path in self.root.glob(f"*/{self.tag}*.parquet"):
             path.unlink()
+
+
+class MemorySink:
+    """Holds a small source's record batches (validated as `StagingSink` does) until it is known
+    to be whole: the sources of a batch then share one `StagingSink`, one file per table (a file
+    per source and table made finalising 100 tiny traces read 500 files, each pass)."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[str, pa.RecordBatch]] = []
+
+    def __call__(self, table: str, batch: pa.RecordBatch) -> None:
+        schema.validate(table, batch)
+        self.batches.append((table, batch))
+
+    @property
+    def tables(self) -> set[str]:
+        return {t for t, _ in self.batches}
+
+    def ts_range(self, table: str = "slices") -> tuple[int, int] | None:
+        """The least and greatest `ts` of `table`'s rows (None: no row has one)."""
+        import pyarrow.compute as pc
+
+        los, his = [], []
+        for t, batch in self.batches:
+            if t == table:
+                mm = pc.min_max(batch.column("ts"))
+                if mm["min"].is_valid:
+                    los.append(mm["min"].as_py())
+                    his.append(mm["max"].as_py())
+        return (min(los), max(his)) if los else None
 
 
 class RunBuilder:

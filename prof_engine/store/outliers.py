@@ -43,11 +43,13 @@ _BIN_NS = FLOOR_NS // 4
 _BATCH = 1 << 16
 
 
-def drop_time_outliers(staging: Path, info: dict[str, Any]) -> int:
+def drop_time_outliers(staging: Path, info: dict[str, Any], tag: str | None = None) -> int:
     """Remove from the staged slices under `staging/slices/` those outside the dense body of their
     starts (the module's rule; and their rows of `staging/comm/`); record the finding in `info`
-    (a source's `SourceFile.info`). Returns how many were dropped."""
-    files = sorted((Path(staging) / "slices").glob("*.parquet"))
+    (a source's `SourceFile.info`). `tag`: only the files `<tag>.parquet` and `<tag>.<n>.parquet`
+    (one sink's, where the sources of a batch stage side by side). Returns how many were dropped."""
+    pattern = "*.parquet" if tag is None else f"{tag}*.parquet"
+    files = sorted((Path(staging) / "slices").glob(pattern))
     lo = hi = None
     for path in files:
         for batch in pq.ParquetFile(path).iter_batches(_BATCH, columns=["ts"]):
@@ -79,7 +81,7 @@ def drop_time_outliers(staging: Path, info: dict[str, Any]) -> int:
                 writer.write_batch(batch)
         kept_path.replace(path)
     ids = pa.array(dropped, pa.int64())
-    for path in sorted((Path(staging) / "comm").glob("*.parquet")):
+    for path in sorted((Path(staging) / "comm").glob(pattern)):
         table = pq.read_table(path)
         keep = pc.invert(pc.fill_null(pc.is_in(table.column("slice_id"), ids), False))
         if not pc.all(keep).as_py():

@@ -167,6 +167,7 @@ class PartitionWriter:
         self.pool = pool
         self.budget = budget_bytes
         self.rows = 0
+        self.rank_rows: dict[int | None, int] = {}  # the records written of each rank
         self._batches = 0
         self._waiting: OrderedDict[tuple, list[pa.RecordBatch]] = OrderedDict()
         self._touched: dict[tuple, int] = {}
@@ -190,6 +191,7 @@ class PartitionWriter:
         row_bytes = data.nbytes / data.num_rows
         for start, end in runs:
             key = tuple(c[start].as_py() for c in columns)
+            self.rank_rows[key[0]] = self.rank_rows.get(key[0], 0) + end - start
             piece = data.slice(start, end - start)
             self._waiting.setdefault(key, []).append(piece)
             self._waiting.move_to_end(key)
@@ -303,6 +305,7 @@ class SortedWriter:
         self.root = Path(root)
         self.keys = keys
         self.rows = 0
+        self.rank_rows: dict[int | None, int] = {}  # the records written of each rank
         self._key: tuple | None = None
         self._file: _File | None = None
         self._pieces: list[pa.RecordBatch] = []
@@ -315,6 +318,7 @@ class SortedWriter:
             if key != self._key:
                 self._close_file()
                 self._key = key
+            self.rank_rows[key[0]] = self.rank_rows.get(key[0], 0) + end - start
             self._pieces.append(data.slice(start, end - start))
             if sum(p.num_rows for p in self._pieces) >= ROW_GROUP_ROWS:
                 rows = pa.Table.from_batches(self._pieces)
