@@ -45,7 +45,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "open": ("prof_engine.engine", "open_run"),  # the library's verb
     "Comparison": ("prof_engine.engine.compare", "Comparison"),
     "compare": ("prof_engine.engine.compare", "compare"),
-    "import_trace": ("prof_engine.importers", "import_sources"),
+    "import_trace": ("prof_engine.vendor_check", "import_trace"),  # import_sources, then the vendor's summaries checked
     "upgrade": ("prof_engine.store.upgrade", "upgrade_run"),
 }
 
@@ -78,8 +78,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from prof_engine.engine import Result, Run
     from prof_engine.engine import open_run as open
     from prof_engine.engine.compare import Comparison, compare
-    from prof_engine.importers import import_sources as import_trace
     from prof_engine.store.upgrade import upgrade_run as upgrade
+    from prof_engine.vendor_check import import_trace
 
 __all__ = [
     "CollectError",

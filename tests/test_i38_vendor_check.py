@@ -62,7 +62,7 @@ def test_reports_that_match_the_vendors_say_nothing(torch_npu_text_run):
 def _check_edited(tmp_path: Path, src: Path, run) -> list[tuple]:
     """check_run on a copy of the text fixture's run whose rank 0 source is the folder
     tmp_path/rank0_ascend_pt (holding an edited summary): its vendor_summary_mismatch rows."""
-    from prof_engine.importers.vendor_check import check_run
+    from prof_engine.vendor_check import check_run
 
     copy = tmp_path / "run"
     shutil.copytree(Path(run.path), copy)
@@ -142,7 +142,7 @@ def test_a_check_that_cannot_run_is_said_not_fatal(tmp_path, torch_npu_text_run,
     """The run is published before the check: where the engine cannot compute the rebuilt reports
     (out of memory), the import still stands, and each source says its summaries were not compared."""
     import prof_engine.engine
-    from prof_engine.importers.vendor_check import check_run
+    from prof_engine.vendor_check import check_run
 
     src, run = torch_npu_text_run
     copy = tmp_path / "run"

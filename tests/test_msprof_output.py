@@ -221,7 +221,7 @@ def test_op_statistic_beside_the_output_is_compared(runs, tmp_path):
     with its device (issue 38, item 4)."""
     import shutil
 
-    from prof_engine.importers.vendor_check import check_run
+    from prof_engine.vendor_check import check_run
 
     prof, prof_run, _ = runs
     rule = """SELECT "Count", "Detail" FROM data_quality WHERE "Rule" = 'vendor_summary_mismatch'"""

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from prof_engine._process import start_worker
 from prof_engine.errors import InputError
-from prof_engine.importers import import_sources
 from prof_engine.importers.runstore import COLLECTOR_FORMAT, is_collector_run, stage_run
 from prof_engine.store.builder import Finalized, RunBuilder, SourceFile, finalize_unit
 
@@ -38,7 +37,9 @@ def offline_analyse(
     out = Path(output) if output is not None else path.with_name(path.name + "_run")
     runs = collector_runs(path) if path.is_dir() else []
     if not runs:
-        return import_sources([path], out, force=force, jobs=jobs)
+        from prof_engine.vendor_check import import_trace  # what it holds is imported as `import` does
+
+        return import_trace([path], out, force=force, jobs=jobs)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with RunBuilder(out, force=force) as builder:

@@ -29,7 +29,6 @@ from prof_engine.importers import (
     msprof,
     msprof_output,
     unsupported,
-    vendor_check,
 )
 from prof_engine.importers.chrome import convert_file
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
@@ -413,7 +412,6 @@ def import_sources(
             findings=findings,
             extra={"left_out": [{"path": str(x.path), "reason": x.reason} for x in left_out[:_LEFT_OUT_KEPT]]},
         )
-        vendor_check.check_run(run)  # vendor summaries beside the records vs the reports rebuilt from them
         return run
 
 

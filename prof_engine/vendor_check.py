@@ -13,9 +13,12 @@ summary is of another capture; either way no report of the run is to be trusted 
 disagreement is said as the finding `vendor_summary_mismatch` of its source: ours, theirs, which
 file.
 
-It runs once the run is published (`check_run`, called by `import_sources`): the rebuilt reports
-are the engine's views over the run (one implementation of each computation), so this step reads
-the run like any reader and then adds its findings to the manifest's sources.
+It runs once the run is published (`check_run`, called by `import_trace`, the import users call:
+`prof_engine.import_trace`, `prof-engine import`, `offline_analyse`): the rebuilt reports are the
+engine's views over the run (one implementation of each computation), so this step reads the run
+like any reader and then adds its findings to the manifest's sources. It uses both a source's
+knowledge (where the vendor's files lie) and the engine, so it sits above both, with the faces:
+the importers never load the engine.
 
 The vendor's rounding: step_trace_time.csv sums intervals of sub-ns device times printed to the
 ns (up to 1 ns per device task of the step) and takes Stage and Preparing as differences of µs
@@ -25,12 +28,14 @@ the ns (0.5 ns per op). A value counts as a disagreement beyond `TOLERANCE_US` +
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+from prof_engine.importers import import_sources
 from prof_engine.importers.ascend import OUTPUT_DIR, read_csv, vendor_finding
 from prof_engine.store.files import write_text
 from prof_engine.store.manifest import MANIFEST, load_manifest
@@ -57,6 +62,13 @@ TOLERANCE_US = 0.5  # print rounding and float64 spacing of the vendor's µs, wi
 SHOWN = 3  # disagreements named in a finding's detail (its count has them all)
 
 
+@functools.wraps(import_sources)
+def import_trace(*args: Any, **kwargs: Any) -> Path:
+    run = import_sources(*args, **kwargs)
+    check_run(run)  # vendor summaries beside the records vs the reports rebuilt from them
+    return run
+
+
 def _summaries(source: dict[str, Any]) -> list[Path]:
     """The vendor summaries beside a source's records: a torch_npu/MindSpore rank directory's, or
     the newest `op_statistic_<timestamp>.csv` of an msprof PROF_* directory's merged output."""
@@ -80,7 +92,7 @@ def check_run(run: Path) -> int:
     todo = [(src, files) for src in manifest.get("sources", []) if (files := _summaries(src))]
     if not todo:
         return 0
-    from prof_engine.engine import open_run  # the rebuilt reports are the engine's views over the run
+    from prof_engine.engine import open_run  # the rebuilt reports are the engine's views: loaded where needed
 
     before = [json.dumps(src.get("info"), sort_keys=True, default=str) for src, _ in todo]
     try:
