@@ -143,7 +143,8 @@ def test_many_small_traces_are_finalised_together(tmp_path, monkeypatch):
 def test_a_batch_of_small_traces_has_no_fixed_cost_per_trace(tmp_path, monkeypatch):
     """What a trace's import costs whatever its size is paid once per batch, not per trace: its
     staging files (one per table for the batch), the staging writer's thread (none), the
-    scanner's read buffer (the file's own size, not a read's 10 MB). Counted, not timed."""
+    scanner's read buffer (the file's own size, not a read's 10 MB). Counted, not timed. A trace
+    the outlier rule trims is staged apart and trimmed as if alone."""
     from prof_engine import importers
     from prof_engine.store import builder
 
@@ -157,6 +158,12 @@ def test_a_batch_of_small_traces_has_no_fixed_cost_per_trace(tmp_path, monkeypat
             {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1010, "dur": 3, "args": {}},
             {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1002, "s": "t"},
         ]
+        if r == 3:  # one kernel an hour after 200 ops: this trace is staged apart, the kernel dropped and said
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": 1000 + i, "dur": 1}
+                for i in range(200)
+            ]
+            events.append({"ph": "X", "cat": "kernel", "name": "late", "pid": 0, "tid": 7, "ts": 3.6e9, "dur": 3})
         doc = {"schemaVersion": 1, "distributedInfo": {"rank": r, "world_size": n}, "traceEvents": events}
         (src / f"r{r}.json").write_text(json.dumps(doc))
     staged_files, pools, buffers = [], [], []
@@ -174,8 +181,12 @@ def test_a_batch_of_small_traces_has_no_fixed_cost_per_trace(tmp_path, monkeypat
     monkeypatch.setattr(builder, "ThreadPoolExecutor", pool)
     monkeypatch.setattr(scan, "_Buffer", lambda size: buffers.append(size) or real_buffer(size))
     with prof_engine.open(prof_engine.import_trace([src], tmp_path / "run", jobs=1)) as run:
-        assert run.manifest["tables"]["slices"] == 3 * n  # the oracle: the X events written
-    assert len(staged_files) == 1 and len(staged_files[0]) == len(set(staged_files[0]))  # a file per table
+        assert run.manifest["tables"]["slices"] == 3 * n + 200  # the oracle: the X events written, less "late"
+        rule = {r[2]: r for r in run.quality().rows()}["values_out_of_range"]
+        assert rule[3] == 1 and "'late'" in rule[6]
+    # a file per table for the batch (and the trace with an outlier's own, as when alone)
+    assert len(staged_files) == 1 and len(staged_files[0]) <= 2 * len(set(staged_files[0]))
+    assert staged_files[0].count("slices") == 2
     assert "prof-engine-stage" not in pools  # no staging thread per trace
     sizes = {p.stat().st_size for p in src.iterdir()}
     assert len(buffers) == n and max(buffers) <= max(sizes)
