@@ -225,3 +225,26 @@ def test_a_number_wider_than_the_console_prints_whole(monkeypatch):
     render.table(Result(pa.table({"Time(us)": [123_456_789_012.5], "Name": ["aten::mm"]})))
     text = render.out.file.getvalue()
     assert "123,456,789,012.5" in text and "… 1 column hidden (Name)" in text
+
+
+def test_the_width_is_read_at_each_print_not_when_the_module_loaded(monkeypatch):
+    """rich fixed stdout's width when render loaded, so a command run in-process after one with
+    COLUMNS=50 printed at 50 whatever COLUMNS then said (test_advice's show wrapped at 80)."""
+    import io
+
+    import pyarrow as pa
+
+    from prof_engine.cli import render
+    from prof_engine.engine import Result
+
+    sentence = "advice: no findings; checked " + ", ".join(f"rule_{i}" for i in range(20))
+    monkeypatch.setenv("COLUMNS", "50")
+    stdout = render._Stdout(file=io.StringIO(), soft_wrap=False)  # made as the module made it, at 50
+    monkeypatch.setattr(render, "out", stdout)
+    for columns, lines in (("50", lambda n: n > 6), ("400", lambda n: n == 5)):
+        monkeypatch.setenv("COLUMNS", columns)
+        stdout.file = io.StringIO()
+        render.table(Result(pa.table({"Finding": [sentence]})))
+        assert stdout.width == int(columns) and lines(len(stdout.file.getvalue().splitlines()))
+    monkeypatch.delenv("COLUMNS")
+    assert stdout.width == render.PIPED_WIDTH  # piped, no COLUMNS: the same console, now 240 wide

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
 from rich.cells import cell_len
-from rich.console import Console, JustifyMethod
+from rich.console import Console, ConsoleDimensions, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -26,11 +27,27 @@ from prof_engine.engine.tables import cell_text, is_number, json_printable, json
 _ColorSystem = Literal["auto", "standard", "256", "truecolor", "windows"]  # rich.Console's color_system
 
 # Piped output is not cut to 80 columns (tables stay whole for `less -S` and logs), unless the
-# user says a width with COLUMNS, which rich honours when the width is left to it.
+# user says a width with COLUMNS.
 PIPED_WIDTH = 240
-out = Console(
-    soft_wrap=False, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else PIPED_WIDTH
-)
+
+
+class _Stdout(Console):
+    """stdout's console, its width read at each print (rich fixes it when the console is made,
+    which is when this module loads: a command run in-process would inherit the COLUMNS of
+    whichever command loaded it first): COLUMNS where set, else the terminal's, else PIPED_WIDTH."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        height = super().size.height
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit():
+            return ConsoleDimensions(int(columns), height)
+        if not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, height)
+        return ConsoleDimensions(shutil.get_terminal_size().columns, height)
+
+
+out = _Stdout(soft_wrap=False)
 err = Console(stderr=True, soft_wrap=True)
 
 
