@@ -130,3 +130,25 @@ def test_the_warning_reaches_the_cli(monkeypatch, fmt):
     monkeypatch.setattr(prof_engine, "compare", lambda *a, **k: cmp)
     done = CliRunner().invoke(app, ["compare", "base", "run", "--format", fmt])
     assert done.exit_code == 0 and done.stderr.startswith("Warning: cpu_run recorded no accelerator activity")
+
+
+def test_an_interval_wide_from_its_spread_does_not_ask_for_fewer_samples_than_it_has():
+    """Under load a run's steps scatter: 20 vs 20 samples gave an interval of −20 % … +70 % while
+    the robust spreads asked for 'about 10 samples a side' — fewer than there were. It says the
+    spread keeps it open instead."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from prof_engine.engine.compare.thresholds import undecided
+
+    row = {
+        "Level": "step", "Item": "Step Time", "Run": "wide", "Status": "inconclusive",
+        "Base Median": 2000.0, "Delta": 890.0, "Delta(%)": 44.5, "CI Low": -404.0, "CI High": 1392.0, "Noise Floor": 40.0,
+        "Base Spread": 150.0, "Run Spread": 900.0, "Base N": 20, "Run N": 20, "Q Value": 0.2, "Significant": False,
+    }  # fmt: skip
+    cmp = SimpleNamespace(arrow=lambda: pa.Table.from_pylist([row]), settings=SimpleNamespace(z=1.96, confidence=0.95))
+    (line,) = undecided(cmp, ["step_time > +5%"])
+    # the normal approximation: n = z²·(s_b² + s_r²) / (Delta − amount)²
+    assert math.ceil(1.96**2 * (150**2 + 900**2) / (890 - 100) ** 2) <= 20
+    assert "spread, not their number, keeps it open (now 20 vs 20)" in line and "about" not in line

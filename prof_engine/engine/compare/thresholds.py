@@ -192,10 +192,15 @@ def undecided(cmp: Comparison, thresholds: Sequence[str | Threshold]) -> list[st
         value = t.value(r)
         shown = "" if value is None else (f" {value:+.1f}%" if t.unit == "%" else f" {value:+,.4g} {t.unit}")
         n = samples_to_decide(r, t, z)
+        now = f"now {r['Base N']} vs {r['Run N']}"
+        # the estimate reads the robust spreads; where it asks for no more samples than there are,
+        # the interval is wide from the samples' shape (outliers, a loaded machine), not their number
         need = (
             "no number of samples decides an estimate that sits on the threshold"
             if n is None
-            else f"about {n} samples a side (steps × ranks × devices; now {r['Base N']} vs {r['Run N']}) would decide"
+            else f"the samples' spread, not their number, keeps it open ({now}): rerun on a quieter machine"
+            if n <= min(r["Base N"] or 0, r["Run N"] or 0)
+            else f"about {n} samples a side (steps × ranks × devices; {now}) would decide"
         )
         more = f" (and {len(open_rows) - 1} more)" if len(open_rows) > 1 else ""
         lines.append(
