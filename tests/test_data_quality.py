@@ -186,28 +186,63 @@ def test_missing_ranks_of_a_job_are_said(tmp_path):
         assert missing[:5] == (None, None, "missing_ranks", 126, 128)
 
 
-def test_every_fixture_folder_imports_or_says_why_and_is_checked(tmp_path):
-    """Every fixture folder imports into a run whose data_quality answers (in-process: the CLI's
-    `check` is the same call, tested above), or is refused with a one-line reason."""
-    root = fixture_path()
-    folders = [p for group in ("kineto", "chrome", "ascend") for p in sorted((root / group).iterdir()) if p.is_dir()]
-    refused = set()
-    for i, folder in enumerate(folders):
-        try:
-            run_dir = prof_engine.import_trace([folder], tmp_path / f"run{i}", jobs=1)
-        except prof_engine.ProfEngineError as e:
-            assert "\n" not in str(e) and str(folder) in str(e), (folder, e)
-            refused.add(folder.name)
-            continue
-        with prof_engine.open(run_dir) as run:
-            run.quality_warnings()  # answers, whatever it finds
-            assert run.manifest["tables"]["slices"] > 0, folder
-    # metadata, derived reports and tick-clocked summaries: no trace to import, each says so
-    assert refused == {
-        "msprof_ut_collection_metadata",
-        "msprof_analyze_test_resources",
+# Every fixture folder, by name (the folders themselves are read in the test: absent in a clone).
+FIXTURE_FOLDERS = {
+    "kineto": (
+        "hta_amd_mi250_rocm",
+        "hta_nccl_parser_rank0_ws2",
+        "hta_sampled_2rank_nccl",
+        "kineto_v100_resnet50_2021",
+        "rccl_mi300x_resnet_3step",
+    ),
+    "chrome": (
+        "catapult_flow",
+        "catapult_main_thread_has_unclosed_slices",
+        "catapult_nestable_async",
+        "catapult_x_event_trace",
+    ),
+    "ascend": (
         "mindspore_legacy_4rank_pipeline_parallel",
-    }
+        "msprof_analyze_test_resources",
+        "msprof_cann7_2device_timeline_legacy",
+        "msprof_ut_collection_metadata",
+        "torch_npu_2023_2rank_and_cluster_output_16rank",
+        "torch_npu_2rank_level0_text",
+        "torch_npu_2rank_level1_db",
+        "torch_npu_2rank_level1_text",
+    ),
+}
+# metadata, derived reports and tick-clocked summaries: no trace to import, each says so
+REFUSED = {"msprof_ut_collection_metadata", "msprof_analyze_test_resources", "mindspore_legacy_4rank_pipeline_parallel"}
+
+
+def test_the_fixture_folders_are_those_listed():
+    root = fixture_path()
+    on_disk = {g: tuple(sorted(p.name for p in (root / g).iterdir() if p.is_dir())) for g in FIXTURE_FOLDERS}
+    assert on_disk == FIXTURE_FOLDERS
+
+
+@pytest.mark.parametrize(("group", "name"), [(g, n) for g, names in FIXTURE_FOLDERS.items() for n in names])
+def test_every_fixture_folder_imports_or_says_why_and_is_checked(tmp_path, group, name):
+    """Every fixture folder imports into a run whose data_quality answers (in-process: the CLI's
+    `check` is the same call, tested above), or is refused with a one-line reason; and `show`
+    prints each run within two screens at 120 columns (test_i38_show's rule: the folders are
+    shown here, where they are imported anyway; the single traces of a folder there)."""
+    from test_i38_show import MAX_LINES, WIDTH, show
+
+    folder = fixture_path(group, name)
+    try:
+        run_dir = prof_engine.import_trace([folder], tmp_path / "run", jobs=1)
+    except prof_engine.ProfEngineError as e:
+        assert name in REFUSED, (folder, e)
+        assert "\n" not in str(e) and str(folder) in str(e), (folder, e)
+        return
+    assert name not in REFUSED, f"{folder} imported: a folder with no trace must be refused"
+    with prof_engine.open(run_dir) as run:
+        run.quality_warnings()  # answers, whatever it finds
+        assert run.manifest["tables"]["slices"] > 0, folder
+    lines = show(run_dir).splitlines()
+    assert len(lines) <= MAX_LINES and max(map(len, lines)) <= WIDTH, (folder, len(lines), max(map(len, lines)))
 
 
 def test_host_records_that_overlap_without_nesting_are_counted(tmp_path):

@@ -23,26 +23,16 @@ from prof_engine.engine.tables import cell_text
 
 WIDTH, MAX_LINES = 120, 100
 
-# (fixture folder, file in it to import or None for the folder): every importable fixture of
-# kineto/, inference/ and ascend/ (a serving folder holds two captures of rank 0: one run each).
+# (fixture folder, file in it to import): the fixtures imported as single traces, not as a
+# folder (a serving folder holds two captures of rank 0: one run each). Every fixture folder of
+# kineto/, chrome/ and ascend/ is shown at the same width by test_data_quality's
+# test_every_fixture_folder_imports_or_says_why_and_is_checked, which imports them all anyway.
 SHOWN = [
-    ("kineto/hta_amd_mi250_rocm", None),
-    ("kineto/hta_nccl_parser_rank0_ws2", None),
-    ("kineto/hta_sampled_2rank_nccl", None),
-    ("kineto/kineto_v100_resnet50_2021", None),
-    ("kineto/rccl_mi300x_resnet_3step", None),
     ("inference/tracelens_sglang_decode", "sglang_Qwen3-8B_decode.json.gz"),
     ("inference/tracelens_sglang_decode", "capture_traces/bs_32_rank0.json.gz"),
     ("inference/tracelens_vllm_prefilldecode_piecewise", "graph_execution.json.gz"),
-    ("ascend/torch_npu_2rank_level0_text", None),
-    ("ascend/torch_npu_2rank_level1_text", None),
-    ("ascend/torch_npu_2rank_level1_db", None),
-    ("ascend/torch_npu_2023_2rank_and_cluster_output_16rank", None),
-    ("ascend/msprof_cann7_2device_timeline_legacy", None),
     ("ascend/msprof_analyze_test_resources", "test/ut/advisor/timeline_advice/trace_view.json"),
 ]
-# ascend/mindspore_legacy_4rank_pipeline_parallel (ticks without a clock) and
-# ascend/msprof_ut_collection_metadata (metadata only) are refused at import, by design.
 
 ATEN = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
@@ -137,20 +127,15 @@ def show(run: Path, *args: str, width: int = WIDTH) -> str:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory, request):
-    """run path of a SHOWN entry, imported once for the module (the torch_npu ones: the session's)."""
+def imported(tmp_path_factory):
+    """run path of a fixture folder or of one file in it, imported once for the module."""
     runs: dict[tuple[str, str | None], Path] = {}
 
     def get(folder: str, file: str | None) -> Path:
         if (folder, file) not in runs:
             src = fixture_path(*folder.split("/"))
-            if folder == "ascend/torch_npu_2rank_level1_text":
-                runs[folder, file] = request.getfixturevalue("torch_npu_text_run")[1].path
-            elif folder == "ascend/torch_npu_2rank_level1_db":
-                runs[folder, file] = request.getfixturevalue("torch_npu_db_run")[1].path
-            else:
-                dest = tmp_path_factory.mktemp("show") / "run"
-                runs[folder, file] = prof_engine.import_trace([src / file if file else src], dest, jobs=1)
+            dest = tmp_path_factory.mktemp("show") / "run"
+            runs[folder, file] = prof_engine.import_trace([src / file if file else src], dest, jobs=1)
         return runs[folder, file]
 
     return get
