@@ -36,8 +36,12 @@ class _Stdout(Console):
     which is when this module loads: a command run in-process would inherit the COLUMNS of
     whichever command loaded it first): COLUMNS where set, else the terminal's, else PIPED_WIDTH."""
 
+    fixed: tuple[int, int] | None = None  # a size a caller set (`size = ...`): kept as set
+
     @property
     def size(self) -> ConsoleDimensions:
+        if self.fixed is not None:
+            return ConsoleDimensions(*self.fixed)
         height = super().size.height
         columns = os.environ.get("COLUMNS", "")
         if columns.isdigit():
@@ -45,6 +49,10 @@ class _Stdout(Console):
         if not self.is_terminal:
             return ConsoleDimensions(PIPED_WIDTH, height)
         return ConsoleDimensions(shutil.get_terminal_size().columns, height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self.fixed = new_size
 
 
 out = _Stdout(soft_wrap=False)
