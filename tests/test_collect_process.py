@@ -307,7 +307,9 @@ def test_a_signal_to_collect_goes_to_the_program(tmp_path):
         _, err = cli_proc.communicate(timeout=60)
         assert f"the program was killed by {signal.Signals(sig).name}" in err
         steps = _run_steps(tmp_path / "run")
-        assert len(steps) >= 3 and _reported_steps(err) == len(steps)
+        # steps 0-2 had ended at `step 2`; the last may still be in the program's hand-off thread when
+        # the signal lands (a loaded machine: 2 published), and is then lost, as the docs say
+        assert len(steps) >= 2 and _reported_steps(err) == len(steps)
         with prof_engine.open(tmp_path / "run") as r:
             assert r.manifest["state"] == "interrupted"
     finally:
