@@ -30,7 +30,7 @@ from prof_engine.importers import (
     msprof_output,
     unsupported,
 )
-from prof_engine.importers.chrome import convert_file
+from prof_engine.importers.chrome import convert_file, with_anomalies
 from prof_engine.importers.jsonstream import names_trace_events, open_bytes
 from prof_engine.importers.units import BadTime
 from prof_engine.store.builder import (
@@ -314,7 +314,7 @@ def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any
         host=host if isinstance(host := header.get("host_name"), str) else None,
         devices=devices,
         lanes=list(conv.lanes.values()),
-        info=ascend.with_anomalies(info, conv),  # both sides' findings: clock_anchor kept
+        info=with_anomalies(info, conv),  # both sides' findings: clock_anchor kept
     )
 
 
@@ -404,7 +404,7 @@ def import_sources(
         findings = _rank_findings([info for info, _ in imported])
         findings += _left_out_findings(left_out, failed, len(units), unrelated)
         formats = sorted({info.format for info, _ in imported})
-        run = builder.finalize(
+        return builder.finalize(
             imported,
             "+".join(formats),
             metadata,
@@ -412,7 +412,6 @@ def import_sources(
             findings=findings,
             extra={"left_out": [{"path": str(x.path), "reason": x.reason} for x in left_out[:_LEFT_OUT_KEPT]]},
         )
-        return run
 
 
 _LEFT_OUT_KEPT = 1000  # left-out files the manifest names; the finding counts them all
@@ -498,7 +497,8 @@ def batches(units: list[Source], sizes: list[int], jobs: int) -> list[list[int]]
     """The units' indexes in finalisation batches: small traces together, any other unit alone."""
     small = [i for i, u in enumerate(units) if u.format == "chrome" and sizes[i] < SMALL_TRACE]
     per_batch = max(1, min(BATCH_FILES, -(-len(small) // jobs)))  # at least a batch per worker
-    out: list[list[int]] = [[i] for i in range(len(units)) if i not in set(small)]
+    batched = set(small)
+    out: list[list[int]] = [[i] for i in range(len(units)) if i not in batched]
     current: list[int] = []
     held = 0
     for i in small:
@@ -537,7 +537,7 @@ def _import_batch(
                 failed[index] = got
     finally:
         shared.close()
-    infos = [i for i in staged.values() if isinstance(i, SourceFile)]
+    infos = list(staged.values())
     if not infos:
         return [failed[i] for _, i in batch]
     try:
@@ -779,7 +779,7 @@ def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -
             bytes=_size(unit.path),
             events=sum(conv.counts.values()),
             lanes=list(conv.lanes.values()),
-            info={"rank_from": "file order" if rank is None else "profiler_info", **ascend.with_anomalies(info, conv)},
+            info={"rank_from": "file order" if rank is None else "profiler_info", **with_anomalies(info, conv)},
         )
     reader, conv = convert_file(unit.path, index, sink, step)
     return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
