@@ -24,7 +24,7 @@ from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers import classify, mindspore_cpu, vendor_csv
-from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text, anomalies
+from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import BadTime, us_text_to_ns
 from prof_engine.importers.vendor_csv import VendorCsv
@@ -333,30 +333,6 @@ def _lookup(index: dict[tuple, dict], key: tuple, ts: int) -> dict | None:
     return None
 
 
-def checked_dur(conv: ChromeConverter, name: str, ts: int, dur: int) -> int | None:
-    """The Kineto path's value checks (`ChromeConverter._slice`) for a record of another source:
-    a start 2^62 ns or more from 0, or a duration over a week (an `endNs` of 2^63-1), is no record
-    of a run: None, drop it (`values_out_of_range`); one that ends before it starts is read as
-    0 µs long (`negative_durations`). Returns the duration to store."""
-    if not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur > classify.DUR_LIMIT:
-        conv.out_of_range_seen("time", 1, name, ts, dur)
-        return None
-    if dur < 0:
-        conv.negative_durations += 1
-        return 0
-    return dur
-
-
-def with_anomalies(info: dict[str, Any], conv: ChromeConverter) -> dict[str, Any]:
-    """`info` with the converter's `chrome.anomalies` added, the findings of both kept (a plain
-    `{**info, **anomalies(conv)}` would replace the importer's findings with the converter's)."""
-    odd = anomalies(conv)
-    merged = {**info, **odd, "findings": [*(info.get("findings") or []), *(odd.get("findings") or [])]}
-    if not merged["findings"]:
-        del merged["findings"]
-    return merged
-
-
 def unmatched_rows(rows: list[dict[str, Any]], matched: set[int]) -> list[dict[str, Any]]:
     """The kernel_details rows whose `id()` is not in `matched`: no trace record has them (nor
     the tasks' op types, core types and shapes they hold)."""
@@ -642,7 +618,7 @@ def _kernel_rows_as_slices(conv: AscendConverter, rows: list[dict]) -> None:
     step from its Step Id column, task id in the args as the trace's tasks have it (`Task Id`)."""
     for r in rows:
         start = r["Start_ns"]
-        dur = None if start is None else checked_dur(conv, r["Name"] or "", start, r["Duration_ns"] or 0)
+        dur = None if start is None else conv.checked_dur(r["Name"] or "", start, r["Duration_ns"] or 0)
         if dur is None:
             continue
         comm = r.get("Core") in ("HCCL", "COMMUNICATION")

@@ -42,7 +42,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import classify
-from prof_engine.importers.ascend import NULLS, _rank_or_none, checked_dur, task_kind, unquoted, vendor_finding
+from prof_engine.importers.ascend import NULLS, _rank_or_none, task_kind, unquoted, vendor_finding
 from prof_engine.importers.ascend_db_counters import convert_db_counters
 from prof_engine.importers.ascend_db_flows import convert_db_flows
 from prof_engine.importers.ascend_db_memory import convert_db_memory
@@ -282,7 +282,7 @@ class DbConverter(ChromeConverter):
 
     # -- rows -----------------------------------------------------------------------------------
     def _add_slice(self, source: str, kind: str, name: str, ts: int, end: int, **values: Any) -> None:
-        dur = checked_dur(self, name, ts, end - ts)  # the Kineto path's value checks
+        dur = self.checked_dur(name, ts, end - ts)  # the Kineto path's value checks
         if dur is None:
             return
         self.seq += 1

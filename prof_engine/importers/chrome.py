@@ -163,6 +163,16 @@ def anomalies(conv: ChromeConverter) -> dict[str, Any]:
     return out
 
 
+def with_anomalies(info: dict[str, Any], conv: ChromeConverter) -> dict[str, Any]:
+    """`info` with the converter's `anomalies` added, the findings of both kept (a plain
+    `{**info, **anomalies(conv)}` would replace the importer's findings with the converter's)."""
+    odd = anomalies(conv)
+    merged = {**info, **odd, "findings": [*(info.get("findings") or []), *(odd.get("findings") or [])]}
+    if not merged["findings"]:
+        del merged["findings"]
+    return merged
+
+
 class ChromeConverter:
     """Converts the events of one file into staging batches (rank = `file_index`, relative ts)."""
 
@@ -289,6 +299,19 @@ class ChromeConverter:
             self.out_of_range[what] = [0, detail]
         self.out_of_range[what][0] += count
 
+    def checked_dur(self, name: str, ts: int, dur: int) -> int | None:
+        """`_slice`'s value checks, for a record another importer builds (an Ascend `.db` task, a
+        kernel_details row): one no run holds (`classify.time_out_of_range`: an `endNs` of 2^63-1)
+        is None, drop it (`values_out_of_range`); one that ends before it starts is read as 0 long
+        (`negative_durations`). Returns the duration to store."""
+        if classify.time_out_of_range(ts, dur):
+            self.out_of_range_seen("time", 1, name, ts, dur)
+            return None
+        if dur < 0:
+            self.negative_durations += 1
+            return 0
+        return dur
+
     def _slice(self, ev: Event, dur_ns: int | None = None) -> None:
         ts = us_text_to_ns(ev.ts)
         if ts is None:
@@ -298,9 +321,7 @@ class ChromeConverter:
         name = _text(ev.name) or ""
         if dur_ns is None:
             dur_ns = us_text_to_ns(ev.dur) or 0
-        if (
-            not -classify.TS_LIMIT < ts < classify.TS_LIMIT or dur_ns > classify.DUR_LIMIT
-        ) and not classify.is_skipped_category(_text(ev.cat)):
+        if classify.time_out_of_range(ts, dur_ns) and not classify.is_skipped_category(_text(ev.cat)):
             self.out_of_range_seen("time", 1, name, ts, dur_ns)
             return
         d = self.describe(ev, a, name, _text(ev.cat))

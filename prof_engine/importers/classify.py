@@ -130,6 +130,12 @@ STEP_MAX = 2**31 - 1
 TS_LIMIT = 1 << 62
 DUR_LIMIT = 7 * 86_400 * 10**9
 
+
+def time_out_of_range(ts: int, dur: int) -> bool:
+    """A record no run holds: a start `TS_LIMIT` or more from 0, or a duration over `DUR_LIMIT`."""
+    return not -TS_LIMIT < ts < TS_LIMIT or dur > DUR_LIMIT
+
+
 # Communication kernels by name (queries/_classify.sql lists the families and why), whatever
 # launched them: a collective library's kernels, and collectives named in a kernel's name. A word
 # counts at a word's start (after no letter; `All` also inside camelCase), so `small_reduce`,

@@ -36,7 +36,7 @@ import msgspec
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
-from prof_engine.importers.chrome import Args, Described, Sink, _int, _text
+from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, with_anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store.builder import SourceFile
@@ -238,7 +238,7 @@ def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Calla
             "start_info": start,
             "end_info": end,
             "timeline_files": [p.name for p in files],
-            **ascend.with_anomalies(found, conv),
+            **with_anomalies(found, conv),
         },
     )
 
@@ -311,7 +311,7 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
         info={
             "rank_from": "profiler_info" if rank is not None else "file order",
             **({"kernel_details": str(kernel_csv)} if rows else {}),
-            **ascend.with_anomalies(found, conv),
+            **with_anomalies(found, conv),
         },
     )
 

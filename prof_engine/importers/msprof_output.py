@@ -31,7 +31,7 @@ from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
-from prof_engine.importers.chrome import Args, Described, Sink, _text
+from prof_engine.importers.chrome import Args, Described, Sink, _text, with_anomalies
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store.builder import SourceFile
 
@@ -233,6 +233,6 @@ def _source(
             "rank_id": info.get("rank_id"),
             "device_ids": ids,
             "output_files": [p.name for p in files],
-            **ascend.with_anomalies(found, conv),
+            **with_anomalies(found, conv),
         },
     )
