@@ -74,8 +74,8 @@ class VendorCsv:
 
     def rows(self, limit: int | None = None) -> Iterator[tuple[int, list[str]]]:
         """(line number, cells) of each readable row after the header, up to `limit` rows. Fast
-        path: one csv reader over the file; a row that takes more than one line, or a reader
-        error, has its lines parsed one by one instead."""
+        path: one csv reader over the file, a line with quotes checked once more (`_parse`); a row
+        that takes more than one line, or a reader error, has its lines parsed one by one instead."""
         width = len(self.header)
         lines: list[tuple[int, str]] = []  # the physical lines of the record being read
 
@@ -94,7 +94,8 @@ class VendorCsv:
             except csv.Error:
                 cells = None
             got: list[tuple[int, str, list[str] | None]]
-            if cells is not None and len(lines) == 1 and _parse(lines[0][1]) is not None:
+            # a line with no quote has nothing `_parse` could find broken: the reader's cells stand
+            if cells is not None and len(lines) == 1 and ('"' not in lines[0][1] or _parse(lines[0][1]) is not None):
                 got = [(lines[0][0], lines[0][1], cells)]
             else:  # a quoted cell ran over lines, or broke: each of those lines is a row of its own
                 got = [(n, line, _parse(line)) for n, line in lines]
