@@ -148,53 +148,61 @@ COMM_TOLERANCE_MS = 0.001  # communication.json's times match to it (tests/test_
 
 
 class _Rebuilt:
-    """The rebuilt reports of the run by rank, each view computed once for all ranks."""
+    """The rebuilt reports of the run by rank, each view computed once for all ranks (on first use)."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
-        self._steps: dict[int, dict[int, dict[str, Any]]] | None = None
-        self._tasks: dict[int, dict[int | None, int]] | None = None
-        self._ops: dict[int, list[tuple]] | None = None
-        self._comms: dict[int, dict[tuple[int | None, str], tuple[str, float]]] | None = None
 
     def steps(self, rank: int) -> dict[int, dict[str, Any]]:
         """step_trace's rows of `rank` by step."""
-        if self._steps is None:
-            self._steps = {}
-            for row in self.run.sql('SELECT * FROM step_trace WHERE "Step" IS NOT NULL').arrow().to_pylist():
-                self._steps.setdefault(row["Rank"], {})[row["Step"]] = row
         return self._steps.get(rank, {})
 
     def tasks(self, rank: int) -> dict[int | None, int]:
         """Device tasks of `rank` by step (the vendor's rounding grows with them)."""
-        if self._tasks is None:
-            self._tasks = {}
-            for rk, step, n in self.run.sql(
-                "SELECT rank, step, count(*) FROM slices WHERE device <> 'host' GROUP BY rank, step"
-            ).rows():
-                self._tasks.setdefault(rk, {})[step] = n
         return self._tasks.get(rank, {})
 
     def comms(self, rank: int) -> dict[tuple[int | None, str], tuple[str, float]]:
         """communication's rows of `rank`: (step, op name) -> (device, elapse ms)."""
-        if self._comms is None:
-            self._comms = {}
-            for rk, dev, step, name, elapse in self.run.sql(
-                'SELECT "Rank", "Device", "Step", "Op Name", "Elapse Time(ms)" FROM communication'
-            ).rows():
-                self._comms.setdefault(rk, {})[(step, name)] = (dev, elapse)
         return self._comms.get(rank, {})
 
     def ops(self, rank: int) -> list[tuple]:
         """op_statistic's device rows of `rank`: (device, op type, core type, count, total µs)."""
-        if self._ops is None:
-            self._ops = {}
-            for rk, *row in self.run.sql(
-                """SELECT "Rank", "Device", "OP Type", "Core Type", "Count", "Total Time(us)" FROM op_statistic
-                   WHERE "Device" <> 'host'"""
-            ).rows():
-                self._ops.setdefault(rk, []).append(tuple(row))
         return self._ops.get(rank, [])
+
+    @functools.cached_property
+    def _steps(self) -> dict[int, dict[int, dict[str, Any]]]:
+        found: dict[int, dict[int, dict[str, Any]]] = {}
+        for row in self.run.sql('SELECT * FROM step_trace WHERE "Step" IS NOT NULL').arrow().to_pylist():
+            found.setdefault(row["Rank"], {})[row["Step"]] = row
+        return found
+
+    @functools.cached_property
+    def _tasks(self) -> dict[int, dict[int | None, int]]:
+        found: dict[int, dict[int | None, int]] = {}
+        for rk, step, n in self.run.sql(
+            "SELECT rank, step, count(*) FROM slices WHERE device <> 'host' GROUP BY rank, step"
+        ).rows():
+            found.setdefault(rk, {})[step] = n
+        return found
+
+    @functools.cached_property
+    def _comms(self) -> dict[int, dict[tuple[int | None, str], tuple[str, float]]]:
+        found: dict[int, dict[tuple[int | None, str], tuple[str, float]]] = {}
+        for rk, dev, step, name, elapse in self.run.sql(
+            'SELECT "Rank", "Device", "Step", "Op Name", "Elapse Time(ms)" FROM communication'
+        ).rows():
+            found.setdefault(rk, {})[(step, name)] = (dev, elapse)
+        return found
+
+    @functools.cached_property
+    def _ops(self) -> dict[int, list[tuple]]:
+        found: dict[int, list[tuple]] = {}
+        for rk, *row in self.run.sql(
+            """SELECT "Rank", "Device", "OP Type", "Core Type", "Count", "Total Time(us)" FROM op_statistic
+               WHERE "Device" <> 'host'"""
+        ).rows():
+            found.setdefault(rk, []).append(tuple(row))
+        return found
 
 
 def _step_trace(r: _Rebuilt, rank: int, path: Path, info: dict[str, Any]) -> tuple[list[str], str]:

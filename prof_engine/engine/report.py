@@ -122,7 +122,7 @@ def _summary(run: Run, tables: dict[str, Result]) -> str:
     if advice is not None and len(advice):
         items = []
         for r in [dict(zip(advice.columns, values)) for values in advice.rows()[:FINDINGS]]:
-            ranks = cell_text(r.get("Ranks", r.get("Rank")))  # (advice across ranks: their list)
+            ranks = cell_text(r.get("Ranks"))  # the ranks a finding holds on ("0-3,6")
             head = (f"<b>{escape(r['Severity'])}</b> " if r.get("Severity") else "") + (
                 f"(rank {escape(ranks)}) " if ranks else ""
             )
