@@ -2,8 +2,9 @@
 -- answers: how a list of ranks is written in one cell: runs of consecutive ranks as ranges,
 --   "0-3,6" (slow_rank's groups, advice's findings over several ranks).
 -- requires:
--- scope: cluster
--- (cluster: the driver creates the macro for the cluster views; groups compute no view of it)
+-- scope: rank
+-- (a macro, of no table: the groups and the driver each create it where a view needs it; no
+-- group computes a view of it, `grouped._rank_views`)
 
 -- A list of ranks (any order, repeats allowed) → "0-3,6": each run of consecutive ranks as
 -- "first-last", a lone rank as itself, the runs in order (rank minus its position is constant

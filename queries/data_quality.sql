@@ -4,7 +4,7 @@
 --   guessed. Read it before trusting a report: a rule here means some number elsewhere rests on it.
 -- matches: no peer has one (HTA, Perfetto, nsys and msprof import silently); the rules are in
 --   prof_engine/store/quality.py, each with its meaning (the `quality_rules` table).
--- requires: slices, run_findings, quality_rules, _classify, _units, _overlap, communication_matrix, _held_ranks
+-- requires: slices, run_findings, quality_rules, _classify, _units, _overlap, communication_matrix, _held_ranks, _ranks
 -- scope: rank
 -- Two sources: the findings the importers recorded in the manifest (`run_findings`: dropped or
 -- clamped values, unclosed slices, invented ranks, ...), and rules computed here from the tables:
@@ -74,19 +74,11 @@ absent_links AS (
     FROM matrix_links
     GROUP BY rank, device
 ),
--- The absent ranks as runs of consecutive ranks, "2-7" or "2-3,5": rank_ranges' rule, written here
--- because queries/_ranks.sql is cluster scope, which a rank-scope view may not require.
-absent_runs AS (
-    SELECT rank, device, min(r) AS lo, max(r) AS hi
-    FROM (SELECT rank, device, r, r - row_number() OVER (PARTITION BY rank, device ORDER BY r) AS run
-          FROM (SELECT rank, device, src AS r FROM matrix_links WHERE src_absent
-                UNION SELECT rank, device, dst FROM matrix_links WHERE dst_absent))
-    GROUP BY rank, device, run
-),
+-- The ranks a rank's links reach that the run does not hold (rank_ranges writes them "2-7").
 absent_ranks AS (
-    SELECT rank, device, count(*) > 1 OR bool_or(lo < hi) AS several,
-           string_agg(CASE WHEN lo = hi THEN lo::VARCHAR ELSE lo || '-' || hi END, ',' ORDER BY lo) AS ranks
-    FROM absent_runs
+    SELECT rank, device, list(DISTINCT r) AS absent
+    FROM (SELECT rank, device, src AS r FROM matrix_links WHERE src_absent
+          UNION SELECT rank, device, dst FROM matrix_links WHERE dst_absent)
     GROUP BY rank, device
 ),
 computed AS (
@@ -109,7 +101,7 @@ computed AS (
     FROM per_device WHERE device <> 'host' AND device_steps > 0 AND outside > 0
     UNION ALL
     SELECT rank, device, 'links_to_absent_ranks', n, links,
-           CASE WHEN several THEN 'ranks ' ELSE 'rank ' END || ranks
+           CASE WHEN len(absent) > 1 THEN 'ranks ' ELSE 'rank ' END || rank_ranges(absent)
                || ', not in the run: ' || round(mb, 3) || ' MB over these links (communication_matrix)'
     FROM absent_links JOIN absent_ranks USING (rank, device) WHERE n > 0
 ),

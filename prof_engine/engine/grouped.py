@@ -99,8 +99,9 @@ def plan(
 def _rank_views(names: Sequence[str]) -> list[str]:
     """The rank-scope views the groups compute for `names`, in creation order: the public ones
     among them, and every rank-scope view a cluster-scope one among them reads, through other
-    cluster-scope views (private ones too: the driver then reads only the groups' outputs). A
-    rank-scope view's own requirements are its task's to compute."""
+    cluster-scope views (private ones too: the driver then reads only the groups' outputs), but
+    files of macros alone, which the driver creates as it does any file. A rank-scope view's own
+    requirements are its task's to compute."""
     defs, seen, grouped = definitions(), set(), set()
     todo = [(name, False) for name in names]  # (view, reached through a cluster-scope view)
     while todo:
@@ -109,7 +110,8 @@ def _rank_views(names: Sequence[str]) -> list[str]:
             continue
         seen.add((name, via_cluster))
         view = defs[name]
-        if view.scope == "rank" and (view.public or via_cluster):
+        # a file of macros only (no view of its name: `_ranks`) has no rows to compute
+        if view.scope == "rank" and (view.public or via_cluster) and name in view.defines:
             grouped.add(name)
         elif view.scope == "cluster":
             todo.extend((required, True) for required in view.requires)
