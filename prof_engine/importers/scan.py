@@ -181,13 +181,15 @@ class Scanner:
         if load() is None:
             raise RuntimeError("native scanner unavailable")
         self.reader = reader
-        # A small file's tables are small: 3 of ~9 MB zeroed per file took 80 ms of each tiny trace
-        # (an event takes at least ~16 bytes of text, so a file holds at most size/16 per call).
+        # A small file's tables are small: 3 of ~9 MB zeroed per file took 80 ms of each tiny trace,
+        # and 3 of size/16 events (the most a file can hold) still 2.5 ms of each 0.1 MB one. A
+        # trace's events take ~100-600 bytes of text: size/128 a call leaves few files more than
+        # one call, and a file of smaller events takes a few more calls.
         try:
             size = reader.path.stat().st_size * (32 if reader.path.name.endswith(".gz") else 1)
         except OSError:
-            size = CAP * 16
-        self.cap = min(CAP, max(256, size // 16))
+            size = CAP * 128
+        self.cap = min(CAP, max(256, size // 128))
         self._pool = [_Spans(self.cap) for _ in range(_POOL)]
 
     def chunks(self, threaded: bool = True) -> Iterator[Chunk]:

@@ -24,7 +24,7 @@ import tempfile
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from prof_engine.store.files import RunLock, exchange, merge_tree, remove_debris
 from prof_engine.store.fill_pass import fill_pass
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
-from prof_engine.store.manifest import MANIFEST
+from prof_engine.store.manifest import MANIFEST, share_process_groups
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, column_encoding, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -584,13 +584,18 @@ class RunBuilder:
             totals.add(done.rows, done.summary)
         shutil.rmtree(self.tmp / "_units", ignore_errors=True)
         sources = [s for s, _ in units]
+        # each source's rows per table: what a run restricted to some ranks counts (`restrict`);
+        # a shallow copy (`asdict` deep-copies every source's info: minutes at thousands of ranks)
+        entries, groups = share_process_groups(
+            [dict({f.name: getattr(s, f.name) for f in fields(s)}, rows=done.rows) for s, done in units]
+        )
         manifest = {
             "id": uuid.uuid4().hex,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "schema_version": schema.schema_version(),
             "source": {"format": source_format, "versions": sorted({s.version for s in sources if s.version})},
-            # each source's rows per table: what a run restricted to some ranks counts (`restrict`)
-            "sources": [dict(asdict(s), rows=done.rows) for s, done in units],
+            "sources": entries,
+            **({"process_groups": groups} if groups else {}),
             "ranks": sorted({s.rank for s in sources}),
             "hosts": sorted({s.host for s in sources if s.host}),
             "metadata": metadata or {},

@@ -30,7 +30,7 @@ from prof_engine._sql import literal
 from prof_engine.errors import RunError
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, duckdb_connect, finalize_unit
 from prof_engine.store.location import is_uri
-from prof_engine.store.manifest import MANIFEST, finalised, load_manifest
+from prof_engine.store.manifest import MANIFEST, finalised, load_manifest, own_process_groups
 from prof_engine.store.partitions import hive_types
 
 COLLECTOR_FORMAT = "collector"
@@ -94,7 +94,8 @@ def rebuild(
     """Re-stage the run at `src` (whose manifest is `manifest`) rank by rank and finalise it into
     a run at `target` (see the module docstring). `extras`: what else the run directory holds
     (the collector's kept Kineto traces, `traces/`) goes with it, as hard links where it can."""
-    sources = [_source_file(s, i) for i, s in enumerate(manifest.get("sources") or [])]
+    groups = manifest.get("process_groups") or []
+    sources = [_source_file(own_process_groups(s, groups), i) for i, s in enumerate(manifest.get("sources") or [])]
     by_rank: dict[int, list[SourceFile]] = {}
     for s in sources:
         by_rank.setdefault(s.rank, []).append(s)
