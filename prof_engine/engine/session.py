@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -639,11 +639,21 @@ def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] 
     `ranks`, only those under the ranks' `rank=<r>` directories are listed; with `steps`, those of
     the steps' partitions, unless none is (the view's step filter then leaves no rows either way)."""
     dirs = [table_dir] if ranks is None else [table_dir / rank_dir(r) for r in ranks]
-    files = sorted((f for d in dirs for f in d.rglob("*.parquet")), key=lambda f: _rank_order(table_dir, f))
+    files = sorted((f for d in dirs for f in _parquet_files(d)), key=lambda f: _rank_order(table_dir, f))
     if steps:
         wanted = {f"step={s}" for s in steps}
         return [f for f in files if f.parent.name in wanted] or files
     return files
+
+
+def _parquet_files(top: Path) -> Iterator[Path]:
+    """The Parquet files under `top`. Locally by `os.walk`: pathlib's rglob took 2 of the 3 s of
+    opening a 1,000-rank run (9,000 files); a run on object storage lists through its `RemotePath`."""
+    if is_remote(top):
+        yield from top.rglob("*.parquet")
+        return
+    for where, _, names in os.walk(top):
+        yield from (Path(where, n) for n in names if n.endswith(".parquet"))
 
 
 def _rank_order(table_dir: Path, f: Path) -> tuple[int, str]:
