@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prof_engine._process import memory_cause, out_of_memory
+from prof_engine.cli._command import Command, Group
 from prof_engine.errors import ProfEngineError
 
 if TYPE_CHECKING:
@@ -21,8 +22,10 @@ app = typer.Typer(
     help="Profiling traces into Parquet; msprof-style reports through DuckDB SQL.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # plain click help and errors: rich's formatting imports ~0.15 s of modules (markdown, pygments)
+    rich_markup_mode=None,
     add_completion=False,
+    cls=Group,
 )
 
 
@@ -134,7 +137,7 @@ class _Progress:
             self.bar.stop()
 
 
-@app.command("import")
+@app.command("import", cls=Command)
 def import_(
     sources: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz) or directories of them.")],
     output: Annotated[str, typer.Option("--output", "-o", help="Run directory to create.")],
@@ -161,8 +164,13 @@ def import_(
         ),
     ] = False,
 ) -> None:
-    """Import traces into a run. Example: [bold]prof-engine import trace.json.gz -o run[/bold];
-    on a Ray cluster: [bold]prof-engine import /shared/traces -o /shared/run --executor ray[/bold]"""
+    """Import traces into a run.
+
+    \b
+    Examples (the second on a Ray cluster):
+      prof-engine import trace.json.gz -o run
+      prof-engine import /shared/traces -o /shared/run --executor ray
+    """
     from prof_engine import import_trace
     from prof_engine import open as open_run
     from prof_engine.cli.render import err
@@ -198,9 +206,11 @@ def import_(
     _print_left_out(m.get("left_out") or [])
     for line in warnings:
         err.print(f"Warning: {line}", highlight=False)
+    ranks = m["ranks"]  # a job of thousands of ranks in one line
+    shown = f"ranks {ranks}" if len(ranks) <= 16 else f"{len(ranks):,} ranks ({min(ranks)} to {max(ranks)})"
     err.print(
         f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
-        f"{m['tables']['slices']:,} records, ranks {m['ranks']}, {len({s['step'] for s in m['steps']})} steps"
+        f"{m['tables']['slices']:,} records, {shown}, {len({s['step'] for s in m['steps']})} steps"
         + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else "")
     )
     if unsummarised is not None:
@@ -237,7 +247,7 @@ def _print_left_out(left_out: list[dict[str, str]]) -> None:
         err.print(f"Note: left out {len(names)} file(s): {reason}: {shown}", highlight=False)
 
 
-@app.command()
+@app.command(cls=Command)
 def export(
     run: RunArg,
     views: Annotated[list[str] | None, typer.Argument(help="Views to export (default: the summaries).")] = None,
@@ -258,8 +268,13 @@ def export(
     address: AddressOpt = None,
     ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
-    """Export views as msprof-named files. Example: [bold]prof-engine export run step_trace -o out[/bold];
-    on a Ray cluster: [bold]prof-engine export run -o out --executor ray[/bold]"""
+    """Export views as msprof-named files.
+
+    \b
+    Examples (the second on a Ray cluster):
+      prof-engine export run step_trace -o out
+      prof-engine export run -o out --executor ray
+    """
     from prof_engine import open
     from prof_engine.cli.render import err
     from prof_engine.engine.export import FORMATS
@@ -276,7 +291,7 @@ def export(
         err.print(f"wrote {path}")
 
 
-@app.command()
+@app.command(cls=Command)
 def query(
     run: RunArg,
     sql: Annotated[str, typer.Argument(help="SQL over the run's tables and views.")],
@@ -297,7 +312,11 @@ def query(
     ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """Run SQL: full DuckDB (it can read and write any file, COPY, ATTACH, INSTALL) unless --safe.
-    Example: [bold]prof-engine query run "select * from overlap where Type = 'Free'"[/bold]"""
+
+    \b
+    Example:
+      prof-engine query run "select * from overlap where Type = 'Free'"
+    """
     from functools import partial
 
     from prof_engine import open
@@ -326,7 +345,7 @@ def query(
         writers[fmt](r.sql(sql))
 
 
-@app.command()
+@app.command(cls=Command)
 def show(
     run: RunArg,
     steps: StepsOpt = None,
@@ -357,7 +376,7 @@ def show(
             render.note(render.SHORTENED)
 
 
-@app.command()
+@app.command(cls=Command)
 def report(
     run: RunArg,
     output: Annotated[
@@ -376,7 +395,11 @@ def report(
 ) -> None:
     """Write one self-contained HTML page: a summary (step time, where it goes, the top findings),
     the advice, the step breakdown as a chart, top ops, op types, API calls; the manifest last.
-    Example: [bold]prof-engine report run -o run.html[/bold]"""
+
+    \b
+    Example:
+      prof-engine report run -o run.html
+    """
     from prof_engine import open
     from prof_engine.cli.render import err
 
@@ -385,7 +408,7 @@ def report(
         err.print(f"wrote {r.report(output, top)}")
 
 
-@app.command()
+@app.command(cls=Command)
 def check(
     run: RunArg,
     strict: Annotated[
@@ -397,7 +420,11 @@ def check(
     ranks_per_task: RanksPerTaskOpt = None,
 ) -> None:
     """List what the import had to guess (the data_quality view), per rank, device and rule.
-    Example: [bold]prof-engine check run[/bold]"""
+
+    \b
+    Example:
+      prof-engine check run
+    """
     from prof_engine import open
     from prof_engine.cli import render
 
@@ -421,7 +448,7 @@ def check(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=Command)
 def views() -> None:
     """List the views with what each answers."""
     from prof_engine import Run
@@ -433,7 +460,7 @@ def views() -> None:
         out.print(f"[bold]{v.name:<{width}}[/bold]  {v.summary}", highlight=False)
 
 
-@app.command()
+@app.command(cls=Command)
 def info(run: RunArg) -> None:
     """Summarise a run's manifest: source, ranks, devices, steps, rows."""
     from prof_engine import open
@@ -443,7 +470,7 @@ def info(run: RunArg) -> None:
         render.table(r.info(), title=str(run))
 
 
-@app.command()
+@app.command(cls=Command)
 def upgrade(
     run: RunArg,
     output: Annotated[
@@ -452,7 +479,11 @@ def upgrade(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --output run.")] = False,
 ) -> None:
     """Rewrite a run of an older schema (1.x) as an import of today stores it, in place (atomically).
-    Example: [bold]prof-engine upgrade run[/bold]"""
+
+    \b
+    Example:
+      prof-engine upgrade run
+    """
     from prof_engine import upgrade as upgrade_run
     from prof_engine.cli.render import err
     from prof_engine.schema import schema_version
@@ -463,11 +494,11 @@ def upgrade(
 
 from prof_engine.cli.collect import collect as _collect  # noqa: E402 - a command of its own module
 
-app.command("collect")(_collect)
+app.command("collect", cls=Command)(_collect)
 
 from prof_engine.cli.compare import compare as _compare  # noqa: E402 - a command of its own module
 
-app.command("compare")(_compare)
+app.command("compare", cls=Command)(_compare)
 
 
 def main() -> None:

@@ -45,7 +45,11 @@ def collect(
     ] = None,
     top: Annotated[int, typer.Option(min=1, help="Rows per summary table.")] = 10,
 ) -> None:
-    """Run a Python program under the collector, then show its run. Example: [bold]prof-engine collect -- python train.py --epochs 1[/bold]
+    """Run a Python program under the collector, then show its run.
+
+    \b
+    Example:
+      prof-engine collect -- python train.py --epochs 1
 
     Steps are the program's optimizer steps; each finished step is written while the program runs.
     SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N. If the collector's

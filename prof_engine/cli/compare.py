@@ -139,7 +139,7 @@ def compare(
         list[str] | None,
         typer.Option(
             "--fail-if",
-            help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable); exit 4 when none does but an inconclusive item might (too few samples, or too wide an interval: the line says how many samples would decide). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with \\[item], e.g. op_type\\[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.",
+            help="Exit 3 when a significant change passes this, e.g. 'step_time > +5%' (repeatable); exit 4 when none does but an inconclusive item might (too few samples, or too wide an interval: the line says how many samples would decide). Grammar: METRIC > AMOUNT or METRIC < AMOUNT; METRIC is step_time or a level, optionally with [item], e.g. op_type[aten::mm]; AMOUNT is a signed number with %, us, ms or MB.",
         ),
     ] = None,
     level: Annotated[
@@ -154,7 +154,9 @@ def compare(
 ) -> None:
     """Compare runs with a baseline: step time and breakdown, op types, ops, APIs, communication, memory.
 
-    Example: [bold]prof-engine compare yesterday today --fail-if 'step_time > +5%'[/bold]
+    \b
+    Example:
+      prof-engine compare yesterday today --fail-if 'step_time > +5%'
 
     Exit status: 0 every --fail-if passes; 3 one fails (a regression); 4 none fails but one cannot be
     decided (an inconclusive item might pass it; the line says about how many samples would decide);
