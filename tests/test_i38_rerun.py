@@ -76,3 +76,30 @@ def test_a_path_that_is_not_a_run_is_refused_untouched(tmp_path, monkeypatch, ki
     after = sorted((p.relative_to(tmp_path), p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file())
     assert after == before and sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
     assert profiler_module._running is None  # a later Profiler may record
+
+
+def test_force_never_deletes_a_folder_that_merely_holds_a_manifest(tmp_path):
+    """`import --force`, `collect --force` and `LiveRun(force=True)` replace a prof-engine run or an
+    empty directory only: a web app's `manifest.json` does not make a folder a run (the three used
+    to test for the file alone). The oracle: the folder's files, untouched."""
+    from prof_engine.collect.launch import _claim
+    from prof_engine.store.builder import RunBuilder
+    from prof_engine.store.live import LiveRun
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "manifest.json").write_text('{"name": "my app", "icons": []}')
+    (mine / "notes.txt").write_text("my notes\n")
+    before = sorted((p.name, p.read_bytes()) for p in mine.iterdir())
+    for claim in (
+        lambda: RunBuilder(mine, force=True),
+        lambda: LiveRun(mine, sources=[], source_format="collector", force=True),
+        lambda: _claim(mine, True),
+    ):
+        with pytest.raises(RunError, match="exists and is not a prof-engine run; refusing to replace it"):
+            claim()
+        assert sorted((p.name, p.read_bytes()) for p in mine.iterdir()) == before
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _claim(empty, True)  # an empty directory may be taken
+    assert not empty.exists()

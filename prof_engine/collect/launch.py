@@ -31,8 +31,8 @@ from pathlib import Path
 from prof_engine._process import die_with_parent, untuned_environ
 from prof_engine.collect.config import ENV, Settings
 from prof_engine.collect.schedule import Schedule, schedule
-from prof_engine.errors import CollectError, RunError
-from prof_engine.store.manifest import MANIFEST
+from prof_engine.errors import CollectError
+from prof_engine.store.manifest import MANIFEST, check_replaceable
 
 _PYTHON = re.compile(r"^python[0-9.]*(\.exe)?$")
 _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
@@ -107,13 +107,9 @@ def child_command(command: Sequence[str]) -> list[str]:
 
 
 def _claim(run: Path, force: bool) -> None:
-    if not run.exists():
-        return
-    if not force:
-        raise RunError(f"{run}: already exists (pass --force to replace it)")
-    if not (run / MANIFEST).is_file():
-        raise RunError(f"{run}: exists and is not a prof-engine run; refusing to replace it")
-    shutil.rmtree(run)
+    check_replaceable(run, force)
+    if run.exists():
+        shutil.rmtree(run)
 
 
 def collect_program(

@@ -41,7 +41,7 @@ from prof_engine.store.files import RunLock, exchange, merge_tree, remove_debris
 from prof_engine.store.fill_pass import fill_pass
 from prof_engine.store.host_pass import host_pass
 from prof_engine.store.lane_pass import lane_pass
-from prof_engine.store.manifest import MANIFEST, share_process_groups
+from prof_engine.store.manifest import MANIFEST, check_replaceable, share_process_groups
 from prof_engine.store.partitions import PartitionWriter, SortedWriter, column_encoding, hive_types
 
 STREAM_ROWS = 16_384  # rows per batch streamed from DuckDB into the partition writer
@@ -538,11 +538,7 @@ class RunBuilder:
         self.lock = RunLock(self.out)  # one writer per run; what killed writers left is ours to remove
         try:
             remove_debris(self.out)
-            if self.out.exists():
-                if not force:
-                    raise RunError(f"{self.out}: already exists (pass --force to replace it)")
-                if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
-                    raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
+            check_replaceable(self.out, force)
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".importing", dir=self.out.parent))
         except BaseException:
             self.lock.release()

@@ -36,7 +36,7 @@ from prof_engine import schema
 from prof_engine.errors import RunError
 from prof_engine.store.builder import Totals, copy_tables, duckdb_connect, stage_views, staged_summary, summarise
 from prof_engine.store.files import FILE_MODE, make_dirs, write_text
-from prof_engine.store.manifest import MANIFEST
+from prof_engine.store.manifest import MANIFEST, check_replaceable, is_run
 
 PENDING = ".pending"
 RECORDING, COMPLETE = "recording", "complete"
@@ -89,11 +89,8 @@ class LiveRun:
 
     def _claim(self, force: bool) -> None:
         """Create the run directory; an existing run is replaced only with `force`."""
+        check_replaceable(self.out, force, "pass force=True / --force to replace it")
         if self.out.exists():
-            if not force:
-                raise RunError(f"{self.out}: already exists (pass force=True / --force to replace it)")
-            if not (self.out / MANIFEST).is_file() and (not self.out.is_dir() or any(self.out.iterdir())):
-                raise RunError(f"{self.out}: exists and is not a prof-engine run; refusing to replace it")
             shutil.rmtree(self.out)
         make_dirs(self.out)
 
@@ -181,16 +178,6 @@ class LiveRun:
             self._con = None
         shutil.rmtree(self.out / PENDING, ignore_errors=True)
         return rebuild(self.out, self.manifest, self.out, force=True)
-
-
-def is_run(path: Path) -> bool:
-    """Whether `path` holds a prof-engine run: a manifest that is a JSON object with the keys every
-    run's has (a `manifest.json` alone is common: a web app's, a user's own)."""
-    try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and {"id", "schema_version", "sources", "tables"} <= manifest.keys()
 
 
 def set_aside(out: Path) -> tuple[Path, str] | None:

@@ -33,6 +33,28 @@ def load_manifest(run: Path) -> dict[str, Any]:
     return manifest
 
 
+def is_run(path: Path) -> bool:
+    """Whether `path` holds a prof-engine run: a manifest that is a JSON object with the keys every
+    run's has (a `manifest.json` alone is common: a web app's, a user's own)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"id", "schema_version", "sources", "tables"} <= manifest.keys()
+
+
+def check_replaceable(out: Path, force: bool, hint: str = "pass --force to replace it") -> None:
+    """RunError unless a new run may take `out`'s place: nothing is there, or `force` is given and
+    it is a prof-engine run (`is_run`) or an empty directory. A `manifest.json` alone (a web app's,
+    a user's own) does not make a directory a run a replacing write may delete."""
+    if not out.exists():
+        return
+    if not force:
+        raise RunError(f"{out}: already exists ({hint})")
+    if not (out.is_dir() and not out.is_symlink() and (is_run(out) or not any(out.iterdir()))):
+        raise RunError(f"{out}: exists and is not a prof-engine run; refusing to replace it")
+
+
 def read_manifest(run: Path) -> dict[str, Any]:
     """The manifest of run directory `run`, checked for a schema version this build reads.
 
