@@ -5,11 +5,14 @@ so in one line (the two builds take ~10 s: they compile the extension)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -145,6 +148,30 @@ def test_scan_and_gather_through_the_extension(ext):
     assert memoryview(offsets).cast("i").tolist() == [0, 1, 2] and data[:2] == b"XB"
 
 
+@pytest.mark.parametrize("lead", range(8))
+def test_a_strings_end_is_found_at_every_byte_of_a_word(ext, lead):
+    """The scanner reads a string 8 bytes at a time and takes the first byte that ends its plain
+    text: a closing quote, an escape, UTF-8 or a control character there, at every place in the
+    word and across words, from every alignment (`lead` spaces before the event), gives the
+    string's exact span, or the control character's offset."""
+    for k in range(20):
+        for tail, want in ((b'"', "a" * k), (b'\\"b"', "a" * k + '"b'), ('é"'.encode(), "a" * k + "é")):
+            text = b" " * lead + b'{"name": "' + b"a" * k + tail + b"}]"
+            starts, lens = bytearray(8), bytearray(4)
+            consumed, n, _, status, _ = ext.scan(
+                text, 0, len(text), 0, 1, b"name\0", b"", starts, lens, bytearray(8), bytearray(4)
+            )
+            assert (consumed, n, status) == (len(text), 1, 1), (k, tail)
+            span = text.index(b'"', lead + 8)
+            assert memoryview(starts).cast("q")[0] == span and memoryview(lens).cast("i")[0] == len(text) - 2 - span
+            assert json.loads(text[span : len(text) - 2]) == want
+        bad = b" " * lead + b'{"name": "' + b"a" * k + b'\x01"}]'
+        _, n, err_pos, status, _ = ext.scan(
+            bad, 0, len(bad), 0, 1, b"name\0", b"", bytearray(8), bytearray(4), bytearray(8), bytearray(4)
+        )
+        assert (n, status, err_pos) == (0, -2, bad.index(b"\x01")), k
+
+
 def test_without_the_extension_one_warning(monkeypatch, caplog):
     """A missing extension is said once per process, at WARNING, with its fix; PROF_ENGINE_NATIVE=0
     is a choice, not said."""
@@ -163,6 +190,55 @@ def test_without_the_extension_one_warning(monkeypatch, caplog):
             assert _native.load() is None and not caplog.records
     finally:
         _native.load.cache_clear()
+
+
+C_SOURCES = sorted((REPO / "prof_engine" / "_native").glob("*.[ch]"))
+# what only some compilers take: GCC's builtins and attributes, statement expressions, typeof,
+# 128-bit integers, case ranges (`case 1 ... 5:`), MSVC's own keywords
+NOT_PORTABLE = re.compile(
+    r"__builtin|__attribute__|__int128|\btypeof\b|__typeof__|\(\{|\bcase\b[^:\n]*\.\.\.|__declspec|__forceinline|\b_BitScan"
+)
+
+
+def test_the_c_sources_use_no_compiler_extensions():
+    """scan.c, host_pass.c, lanes.c and module.c are standard C, which clang and MSVC build as gcc does."""
+    assert C_SOURCES
+    found = [
+        f"{p.name}:{n}: {line.strip()}"
+        for p in C_SOURCES
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if NOT_PORTABLE.search(line)
+    ]
+    assert not found, found
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+def test_the_c_sources_are_iso_c11_to_each_compiler_here(compiler):
+    """Each C file compiles as ISO C11 with every warning an error (`-pedantic-errors`: GNU
+    extensions too), with each of gcc and clang installed here."""
+    cc = shutil.which(compiler)
+    if cc is None:
+        pytest.skip(f"{compiler} is not installed here")
+    include = sysconfig.get_paths()["include"]
+    for source in (p for p in C_SOURCES if p.suffix == ".c"):
+        proc = subprocess.run(
+            [
+                cc,
+                "-std=c11",
+                "-pedantic-errors",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                "-isystem",
+                include,
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
 
 
 def _source_tree(tmp_path: Path) -> Path:

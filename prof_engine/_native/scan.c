@@ -11,7 +11,9 @@
  * validity), with string quotes removed, and flags the values that need Python's eye (strings
  * with escapes, literals, objects and arrays, non-integer numbers: see MODE_*).
  *
- * Plain C99, no Python API: module.c wraps it for Python, and calls it without the GIL.
+ * Plain C99 with no compiler's builtins or extensions, for any C compiler, MSVC included (the tests
+ * compile it as ISO C with gcc and clang); no Python API: module.c wraps it for Python, and calls it
+ * without the GIL.
  */
 #include <stdint.h>
 #include <string.h>
@@ -83,6 +85,20 @@ static inline uint64_t special_bytes(uint64_t w) {
     return (((q - ONES) & ~q) | ((e - ONES) & ~e) | (w - ONES * 0x20) | w) & HIGHS;
 }
 
+/* The 8 bytes at s as a word whose lowest byte is s[0], on any byte order: gcc and clang compile
+ * it to one load on little-endian machines. */
+static inline uint64_t load_le64(const unsigned char *s) {
+    return (uint64_t)s[0] | (uint64_t)s[1] << 8 | (uint64_t)s[2] << 16 | (uint64_t)s[3] << 24 |
+           (uint64_t)s[4] << 32 | (uint64_t)s[5] << 40 | (uint64_t)s[6] << 48 | (uint64_t)s[7] << 56;
+}
+
+/* The byte number (0 to 7) of the lowest flagged byte of m != 0 (only high bits set), in portable
+ * C rather than a compiler's count-trailing-zeros builtin: the lowest bit alone, shifted to bit 0
+ * of its byte, times a constant whose byte 7 - j is j, leaves j in the top byte. */
+static inline int64_t lowest_flagged_byte(uint64_t m) {
+    return (int64_t)((((m & (0 - m)) >> 7) * 0x0001020304050607ULL) >> 56);
+}
+
 /* b[i] == '"'; returns the offset after the closing quote. One pass, 8 bytes at a time, over plain
  * printable ASCII; the text is checked as it goes (no control characters, valid UTF-8, valid
  * escapes). */
@@ -91,11 +107,9 @@ static int64_t skip_string(parser *p, int64_t i) {
     int64_t len = p->len, k = i + 1;
     for (;;) {
         for (; k + 8 <= len; k += 8) {
-            uint64_t w;
-            memcpy(&w, s + k, 8);
-            uint64_t m = special_bytes(w);
+            uint64_t m = special_bytes(load_le64(s + k));
             if (m) {
-                k += __builtin_ctzll(m) >> 3;
+                k += lowest_flagged_byte(m);
                 break;
             }
         }
