@@ -515,7 +515,7 @@ def test_an_address_space_limit_gives_one_line_or_a_run_never_an_abort(tmp_path,
         assert leftovers(tmp_path, "run") == []
 
 
-@pytest.mark.parametrize("module", ["typer", "prof_engine.cli.render", "duckdb"])
+@pytest.mark.parametrize("module", ["typer", "prof_engine.render", "duckdb"])
 def test_ctrl_c_while_the_cli_starts_is_no_traceback(tmp_path, module):
     """Ctrl-C while the CLI loads its modules printed a KeyboardInterrupt traceback. The interrupt
     is made to land exactly there: an import hook raises it when `module` is first imported."""

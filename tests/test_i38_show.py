@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 import prof_engine
 from conftest import fixture_path, write_trace, x
-from prof_engine.cli import app, render
-from prof_engine.cli.render import SHORT_MAX, short_name
+from prof_engine import render
+from prof_engine.cli import app
 from prof_engine.engine.tables import cell_text
+from prof_engine.render import SHORT_MAX, short_name
 
 WIDTH, MAX_LINES = 120, 100
 

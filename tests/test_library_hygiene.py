@@ -3,7 +3,9 @@
 `import prof_engine` and its calls used to set `ARROW_DEFAULT_MEMORY_POOL`, call glibc's `mallopt`
 for the rest of the process and make `import pandas` fail in every thread during an import. That
 tuning now belongs to the CLI, the import workers and the collector's writer
-(`prof_engine._process.tune_owned_process`). Each check runs in a fresh interpreter.
+(`prof_engine._process.tune_owned_process`). A recording with torch left `KINETO_LOG_LEVEL` set
+(a level without torch, which this test recorded with, missed it). Each check runs in a fresh
+interpreter.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ LINUX = sys.platform.startswith("linux")
 
 LIBRARY_CALLS = """
 import importlib, os, sys, threading
+try:  # torch.profiler's first start sets TORCHINDUCTOR_CACHE_DIR: torch's own, as a program sees it
+    import torch.profiler
+    with torch.profiler.profile():
+        pass
+except ImportError:
+    pass
 env, finders = dict(os.environ), list(sys.meta_path)
 import prof_engine
 from prof_engine import _allocator
@@ -42,10 +50,13 @@ with prof_engine.open(run) as r:
     assert r.view("op_statistic").arrow().num_rows > 0
     r.export(["op_statistic"], out + "/export", fmt="csv")
 prof_engine.compare(run, run).changes()
-with prof_engine.Profiler(out + "/recorded", profiler_level="Level_none",
-                          schedule=prof_engine.schedule(wait=0, warmup=0, active=1)) as prof:
-    prof_engine.mstx.mark("tick")
-    prof.step()
+# the default level, and Level2, which starts every source a lower level does (torch, sampling, memory)
+for level in (None, prof_engine.ProfilerLevel.Level2):
+    with prof_engine.Profiler(out + f"/recorded-{level}", profiler_level=level,
+                              schedule=prof_engine.schedule(wait=1, warmup=0, active=2)) as prof:
+        for _ in range(4):
+            prof_engine.mstx.mark("tick")
+            prof.step()
 assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
 ours = [f for f in sys.meta_path if type(f).__module__.startswith("prof_engine")]  # pandas' own deps add some
 assert ours == [] and all(f in sys.meta_path for f in finders), sys.meta_path

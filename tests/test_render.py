@@ -218,7 +218,7 @@ def test_a_number_wider_than_the_console_prints_whole(monkeypatch):
     import pyarrow as pa
     from rich.console import Console
 
-    from prof_engine.cli import render
+    from prof_engine import render
     from prof_engine.engine import Result
 
     monkeypatch.setattr(render, "out", Console(file=io.StringIO(), width=10, soft_wrap=False))
@@ -234,7 +234,7 @@ def test_the_width_is_read_at_each_print_not_when_the_module_loaded(monkeypatch)
 
     import pyarrow as pa
 
-    from prof_engine.cli import render
+    from prof_engine import render
     from prof_engine.engine import Result
 
     sentence = "advice: no findings; checked " + ", ".join(f"rule_{i}" for i in range(20))

@@ -113,7 +113,7 @@ class _Progress:
                 return
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            from prof_engine.cli.render import err
+            from prof_engine.render import err
 
             self.bar = Progress(
                 TextColumn("{task.description}"),
@@ -173,7 +173,7 @@ def import_(
     """
     from prof_engine import import_trace
     from prof_engine import open as open_run
-    from prof_engine.cli.render import err
+    from prof_engine.render import err
 
     _check_executor(executor, address, None)
     if executor == "ray" and jobs is not None:
@@ -237,7 +237,7 @@ def _summary_failure(e: Exception) -> str:
 
 def _print_left_out(left_out: list[dict[str, str]]) -> None:
     """The files of the imported directories that are no trace, a line per reason: how many, a few names."""
-    from prof_engine.cli.render import err
+    from prof_engine.render import err
 
     reasons: dict[str, list[str]] = {}
     for x in left_out:
@@ -276,8 +276,8 @@ def export(
       prof-engine export run -o out --executor ray
     """
     from prof_engine import open
-    from prof_engine.cli.render import err
     from prof_engine.engine.export import FORMATS
+    from prof_engine.render import err
 
     if fmt not in FORMATS:
         raise typer.BadParameter(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", param_hint="--format")
@@ -319,8 +319,7 @@ def query(
     """
     from functools import partial
 
-    from prof_engine import open
-    from prof_engine.cli import render
+    from prof_engine import open, render
 
     table = partial(
         render.table,
@@ -358,8 +357,7 @@ def show(
 ) -> None:
     """Print the step breakdown, top ops, op statistics and API statistics. Long C++ names are
     shortened (templates and arguments elided); --wide and export print them whole."""
-    from prof_engine import open
-    from prof_engine.cli import render
+    from prof_engine import open, render
 
     _check_executor(executor, address, ranks_per_task)
     with open(run, steps, ranks=ranks, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
@@ -401,7 +399,7 @@ def report(
       prof-engine report run -o run.html
     """
     from prof_engine import open
-    from prof_engine.cli.render import err
+    from prof_engine.render import err
 
     _check_executor(executor, address, ranks_per_task)
     with open(run, steps, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
@@ -425,8 +423,7 @@ def check(
     Example:
       prof-engine check run
     """
-    from prof_engine import open
-    from prof_engine.cli import render
+    from prof_engine import open, render
 
     _check_executor(executor, address, ranks_per_task)
     with open(run, executor=executor, ranks_per_task=ranks_per_task, address=address) as r:
@@ -452,7 +449,7 @@ def check(
 def views() -> None:
     """List the views with what each answers."""
     from prof_engine import Run
-    from prof_engine.cli.render import out
+    from prof_engine.render import out
 
     views = Run.views()
     width = max(len(v.name) for v in views)
@@ -463,8 +460,7 @@ def views() -> None:
 @app.command(cls=Command)
 def info(run: RunArg) -> None:
     """Summarise a run's manifest: source, ranks, devices, steps, rows."""
-    from prof_engine import open
-    from prof_engine.cli import render
+    from prof_engine import open, render
 
     with open(run) as r:
         render.table(r.info(), title=str(run))
@@ -485,7 +481,7 @@ def upgrade(
       prof-engine upgrade run
     """
     from prof_engine import upgrade as upgrade_run
-    from prof_engine.cli.render import err
+    from prof_engine.render import err
     from prof_engine.schema import schema_version
 
     path = upgrade_run(run, output, force=force)

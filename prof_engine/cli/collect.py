@@ -55,8 +55,7 @@ def collect(
     SIGINT/SIGTERM sent here go to the program; one killed by signal N exits 128+N. If the collector's
     writer process dies, the run keeps the steps it had published, marked interrupted, and this exits 1."""
     # here, not at the top: launch loads pyarrow (the run's manifest), which --help must not
-    from prof_engine import open
-    from prof_engine.cli import render
+    from prof_engine import open, render
     from prof_engine.collect.config import Settings, activities_of, from_env, level_of, load
     from prof_engine.collect.launch import collect_program, steps_schedule
     from prof_engine.engine.session import step_numbers

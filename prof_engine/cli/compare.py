@@ -64,8 +64,8 @@ def _gates(texts: list[str]) -> list[Threshold]:
 
 
 def _table(cmp: Comparison, top: int, wide: bool = False) -> None:
-    from prof_engine.cli.render import Column, grid, note, out
     from prof_engine.engine.compare.text import level_tables, verdict
+    from prof_engine.render import Column, grid, note, out
 
     out.print(f"[bold]Compared with {cmp.baseline}[/bold]: {', '.join(cmp.runs)}", highlight=False)
     # left out first when the console is narrow: what the verdict needs least (calls, interval, where)
@@ -101,7 +101,7 @@ def _table(cmp: Comparison, top: int, wide: bool = False) -> None:
 
 
 def _write(cmp: Comparison, fmt: str, top: int, wide: bool = False) -> None:
-    from prof_engine.cli import render
+    from prof_engine import render
     from prof_engine.engine.compare.text import verdict
 
     if fmt == "table":

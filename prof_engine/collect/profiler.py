@@ -402,8 +402,8 @@ class Profiler:
         with open_run(self.run_path) as run:
             written = run.export((), export_dir, fmt) if export_dir is not None else []
             tables = run.summary(top)
-        if show:  # the CLI's printer: analyse() is a face of its own, as `prof-engine show` is
-            from prof_engine.cli import render
+        if show:  # the faces' printer: analyse() is a face of its own, as `prof-engine show` is
+            from prof_engine import render
 
             render.note(f"prof_engine: recorded {self.run_path}")
             for title, result in tables.items():

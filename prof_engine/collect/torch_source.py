@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,10 @@ class TorchSource:
         self._schedule = schedule
         self._flush = flush
         self._on_cycle = on_cycle
-        if flush == "step":
-            # Kineto prints two lines per start/stop at its highest log level; a cycle per step would
-            # flood stderr. Read when the profiler first starts; a user's own setting wins.
-            os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+        # Kineto prints two lines per start/stop at its highest log level, which a cycle per step
+        # turns into a flood on stderr; it reads KINETO_LOG_LEVEL once, when it is first prepared.
+        self._quiet_kineto = flush == "step"
+        self._kineto_asked = False  # torch was asked for a recording action: Kineto is prepared
         kinds = {ProfilerActivity.CPU: tp.ProfilerActivity.CPU, ProfilerActivity.CUDA: tp.ProfilerActivity.CUDA}
         self._actions = {a: getattr(tp.ProfilerAction, a.name) for a in ProfilerAction}
         self.profile = tp.profile(
@@ -81,6 +82,7 @@ class TorchSource:
     def _torch_action(self, step: int) -> Any:
         assert self._schedule is not None  # torch calls this only when given a schedule
         action = as_action(self._schedule(step))
+        self._kineto_asked |= action is not ProfilerAction.NONE
         if self._flush == "step" and action is ProfilerAction.RECORD:
             action = ProfilerAction.RECORD_AND_SAVE
         return self._actions[action]
@@ -95,11 +97,29 @@ class TorchSource:
         prof.profiler = None  # its memory goes now; torch makes a new one for the next cycle
         self._on_cycle(path)
 
+    @contextmanager
+    def _kineto_prepared_quietly(self) -> Iterator[None]:
+        """KINETO_LOG_LEVEL=6 in this process's environment only while a call may prepare Kineto
+        for the first time, then as it was: the user's environment is theirs (a setting of their
+        own wins), and once Kineto has read it the variable has no use."""
+        if not self._quiet_kineto or "KINETO_LOG_LEVEL" in os.environ:
+            yield
+            return
+        os.environ["KINETO_LOG_LEVEL"] = "6"
+        try:
+            yield
+        finally:
+            del os.environ["KINETO_LOG_LEVEL"]
+            self._quiet_kineto = not self._kineto_asked
+
     def start(self) -> None:
-        self.profile.start()
+        self._kineto_asked |= self._schedule is None  # one cycle, start to stop: prepared now
+        with self._kineto_prepared_quietly():
+            self.profile.start()
 
     def step(self) -> None:
-        self.profile.step()
+        with self._kineto_prepared_quietly():
+            self.profile.step()
 
     def stop(self) -> None:
         self.profile.stop()

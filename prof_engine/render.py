@@ -1,4 +1,5 @@
-"""Terminal rendering of results (rich). Only the CLI imports this module.
+"""Terminal rendering of results (rich): the faces' one printer, used by the CLI and by
+`Profiler.analyse(show=True)`; sources, store and engine never import it.
 
 Tables never cut a number: every column gets an explicit width the table fits in; when the console
 is too narrow for all of them, the least important columns are left out and a note names them.
