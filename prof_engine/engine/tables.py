@@ -12,8 +12,9 @@ from queue import Queue
 from typing import IO
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
+
+# pyarrow.compute and pyarrow.csv load where they are used, by CSV output: a table on the
+# terminal (`show`, `query`) needs neither (~0.1 s of CPU at start-up)
 
 # A cell a spreadsheet would evaluate: starts with = + - @, a tab or a carriage return.
 FORMULA_START = r"^[=+\-@\t\r]"
@@ -119,6 +120,8 @@ def html_table(table: pa.Table, prose: Collection[str] = ()) -> str:
 
 def neutralise(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
     """Prefix text cells that a spreadsheet would run as a formula with `'` (OWASP CSV injection)."""
+    import pyarrow.compute as pc
+
     cols = []
     for col in batch.columns:
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
@@ -179,6 +182,8 @@ def write_csv(batches, schema: pa.Schema, sink: str | IO[bytes]) -> int:
     A second thread neutralises and writes each batch while the next one is produced (DuckDB,
     Arrow compute and the CSV writer all release the GIL): on two cores that hides most of the
     writing behind the query."""
+    import pyarrow.csv as pacsv
+
     queue: Queue = Queue(maxsize=2)
     failed: list[BaseException] = []
 

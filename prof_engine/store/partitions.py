@@ -42,7 +42,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from prof_engine.errors import InputError
@@ -136,6 +135,8 @@ def hive_types(files: Iterable[Path]) -> str:
 
 def _runs(batch: pa.RecordBatch, keys: tuple[str, ...]) -> list[tuple[int, int]]:
     """(start, end) of the runs of equal partition keys in `batch`."""
+    import pyarrow.compute as pc  # here, not at the top: a run's readers (`show`) need none of it
+
     n = batch.num_rows
     if n < 2:
         return [(0, n)] if n else []
@@ -181,6 +182,8 @@ class PartitionWriter:
             return
         runs = _runs(batch, self._split)
         if len(runs) > 64 and len(runs) * 16 > batch.num_rows:  # scattered: group it (stable sort)
+            import pyarrow.compute as pc
+
             batch = batch.take(pc.sort_indices(batch, [(k, "ascending") for k in self._split]))
             runs = _runs(batch, self._split)
         self._batches += 1
