@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from prof_engine import _native
+from prof_engine._native import passes
 from prof_engine.store import host_pass
 from prof_engine.store.builder import duckdb_connect
 
@@ -22,7 +23,7 @@ def path(request, monkeypatch):
         if _native.load() is None:
             pytest.skip("no C compiler here: the native nesting pass is not built")
     else:
-        monkeypatch.setattr(host_pass, "load", lambda: None)
+        monkeypatch.setattr(passes, "load", lambda: None)
     return request.param
 
 
@@ -227,3 +228,64 @@ def test_step_at_finds_the_step_holding_a_start_in_any_order(path, tmp_path):
         "(1, 150), (2, 150), (3, 150), (NULL, 150), (0, NULL)) v(r, t)"
     ).fetchall()
     assert [s for (s,) in got] == [6, 5, None, 6, None, None, None, 9, None, None, None]
+
+
+@pytest.mark.skipif(_native.load() is None, reason="no C compiler here: the native nesting pass is not built")
+@pytest.mark.parametrize("seed", range(3))
+def test_python_port_gives_the_native_columns(tmp_path, monkeypatch, seed):
+    """The port (`_native/fallback.py`) against `host_pass.c` on the odd cases at once: negative and
+    zero durations, ends past the clock's end, records that do not nest, several ranks (one with no
+    steps), overlapping steps and equal starts, steps without a number, batches cut anywhere; and
+    `step_at` on random starts, NULLs included."""
+    rng = random.Random(seed)
+    big = (1 << 63) - 1_000
+    records = []
+    for i in range(2000):
+        ts = rng.choice((rng.randrange(0, 3000, rng.choice((1, 25))), big - rng.randrange(0, 50)))
+        dur = rng.choice((0, -5, rng.randrange(1, 40), rng.randrange(1, 600), 1 << 62))
+        records.append((i * 3 + 1, rng.randrange(5), ts, dur, rng.choice((1, 1, 0)), rng.randrange(4)))
+    steps = []
+    for rank in range(3):
+        for k in range(rng.randrange(8)):
+            start = rng.randrange(0, 3000, 50)
+            steps.append((rank, rng.choice((k, k, None)), start, start + rng.choice((0, 50, 300))))
+    steps.append((1, 99, big - 20, big))
+    starts = [
+        (rng.choice((0, 1, 2, 3, None)), rng.choice((rng.randrange(-10, 3100), big - 10, None))) for _ in range(500)
+    ]
+
+    def both() -> tuple[dict, list]:
+        got = run_pass(records, tmp_path / "run", steps, batch_rows=rng.choice((1, 7, 300)), monkeypatch=monkeypatch)
+        con = duckdb_connect(threads=1)
+        con.execute(
+            "CREATE TEMP TABLE _host_input AS SELECT 1::BIGINT id, 0 rank, 'p' pid, 't' tid, 0::BIGINT ts, 0::BIGINT dur, 1::UTINYINT nests"
+        )
+        con.register(
+            "_st",
+            pa.table(
+                {
+                    "rank": [s[0] for s in steps],
+                    "step": [s[1] for s in steps],
+                    "start_ns": [s[2] for s in steps],
+                    "end_ns": [s[3] for s in steps],
+                }
+            ),
+        )
+        con.execute(
+            "CREATE TEMP TABLE _steps AS SELECT rank::INTEGER rank, step::BIGINT step, start_ns, end_ns FROM _st"
+        )
+        host_pass.host_pass(con, tmp_path / "step_at.parquet")
+        con.register(
+            "_at",
+            pa.table(
+                {"r": pa.array([r for r, _ in starts], pa.int32()), "t": pa.array([t for _, t in starts], pa.int64())}
+            ),
+        )
+        return got, [s for (s,) in con.execute("SELECT step_at(r, t) FROM _at").fetchall()]
+
+    (tmp_path / "run").mkdir()
+    native = both()
+    monkeypatch.setattr(passes, "load", lambda: None)
+    port = both()
+    assert port == native
+    assert any(s is not None for s in native[1]) and any(d is not None and d > 1 for _, d, _ in native[0].values())

@@ -1,8 +1,9 @@
-"""The lane pass of an import (`prof_engine.store.lane_pass`: `lanes.c`, and its Python port where
-the native helpers are not built) gives the lanes the SQL oracle `overlap_lanes` gives
-(tests/data/lanes_oracle.sql: DuckDB windows, sharing nothing with the pass), on random activity: nested,
-overlapping, touching and empty intervals, equal starts, several ranks, devices and steps (NULL
-included), streamed in batches cut anywhere; and the port writes the file the C pass writes."""
+"""The lane pass of an import (`prof_engine.store.lane_pass`: `lanes.c`, and its Python port in
+`_native/fallback.py` where the native helpers are not built) gives the lanes the SQL oracle
+`overlap_lanes` gives (tests/data/lanes_oracle.sql: DuckDB windows, sharing nothing with the pass),
+on random activity: nested, overlapping, touching and empty intervals, equal starts, several ranks,
+devices and steps (NULL included), streamed in batches cut anywhere; and the port writes the file
+the C pass writes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from conftest import REPO, fixture_path
 from prof_engine import _native
+from prof_engine._native import fallback, passes
 from prof_engine.store import lane_pass
 
 needs_native = pytest.mark.skipif(_native.load() is None, reason="the native helpers are not built here")
@@ -36,7 +38,7 @@ def path(request, monkeypatch):
         if _native.load() is None:
             pytest.skip("the native helpers are not built here")
     else:
-        monkeypatch.setattr(lane_pass, "load", lambda: None)
+        monkeypatch.setattr(passes, "load", lambda: None)
     return request.param
 
 
@@ -159,7 +161,7 @@ def _file(tmp_path, monkeypatch, activity: pa.Table, native: bool) -> pa.Table:
     tmp_path.mkdir()
     with monkeypatch.context() as m:
         if not native:
-            m.setattr(lane_pass, "load", lambda: None)
+            m.setattr(passes, "load", lambda: None)
         _lanes(tmp_path, activity, True)
     return pq.read_table(tmp_path / "_lanes.parquet")
 
@@ -200,7 +202,7 @@ def test_python_port_on_a_fixture(tmp_path):
 
 
 def test_out_of_order_is_an_error(path):
-    lanes = lane_pass._PythonLanes() if path == "python" else lane_pass._NativeLanes()
+    lanes = fallback.PythonLanes() if path == "python" else passes.NativeLanes()
     key, b = pa.array([1, 1], pa.int64()), pa.array([0, 0], pa.uint8())
     with pytest.raises(ValueError, match="out of order"):
         lanes.run(key, b, pa.array([10, 5], pa.int64()), pa.array([20, 20], pa.int64()))

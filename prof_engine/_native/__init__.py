@@ -1,10 +1,12 @@
 """The native helpers: the trace scanner (`scan.c`) and the host and lane passes of finalisation
 (`host_pass.c`, `lanes.c`), built at install time into the extension module `_ext` (`module.c`
-wraps them; `setup.py` builds it).
+wraps them; `setup.py` builds it), and beside them the Python ports of the passes, `fallback.py`
+(the scanner's port is `importers/pychunks.py`, the chunks of events it gives).
 
 Where it was not built (no C compiler at install), `load()` warns once and returns None, and the
-callers take their Python paths: the same algorithms and results, slower. `PROF_ENGINE_NATIVE=0`
-chooses those paths without a warning (the tests compare the two).
+callers take the ports: the same algorithms and results, slower. `PROF_ENGINE_NATIVE=0` chooses
+them without a warning (the tests check each port equal to its C twin). `passes.py` chooses for
+the passes, `importers/chrome.py` for the chunks (through `importers/scan.py`, the C scanner's face).
 """
 
 from __future__ import annotations

@@ -11,15 +11,15 @@ memory stays bounded whatever the number of records (nothing is held while the s
 open on the connection, and the table is outside DuckDB's memory budget), and no join pairs the
 computed columns with their records.
 
-The pass runs in C (`prof_engine/_native/host_pass.c`), else in Python (`_PythonPass`): the same
-algorithm, the same results. At 329 MB of Kineto JSON (1.1 M records), within the 80 MB DuckDB
-has there, the SQL it replaces (a window over starts and ends, an ASOF join of the sweep with
-itself, an ASOF join of the records with the steps and a join of the two) took ~1 s.
+The pass runs in C (`prof_engine/_native/host_pass.c`), else in its Python port
+(`_native/fallback.py`; `_native/passes.py` chooses): the same algorithm, the same results. At
+329 MB of Kineto JSON (1.1 M records), within the 80 MB DuckDB has there, the SQL it replaces (a
+window over starts and ends, an ASOF join of the sweep with itself, an ASOF join of the records
+with the steps and a join of the two) took ~1 s.
 """
 
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 
 import duckdb
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from duckdb.func import FunctionNullHandling, PythonUDFType
 
-from prof_engine._native import load
+from prof_engine._native import passes
 from prof_engine._sql import literal
 
 SORTED = "SELECT * FROM _host_input ORDER BY rank, pid, tid, ts, dur DESC, id"
@@ -56,7 +56,7 @@ def host_pass(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     pass does not see (device and point records), without an ASOF join's sort of them."""
     steps = con.sql(STEPS).to_arrow_table()
     steps = [_int64(steps.column(i).combine_chunks()) for i in range(4)] + [steps.column(4).combine_chunks()]
-    state = _PythonPass(*steps) if load() is None else _NativePass(*steps)
+    state = passes.host_pass(*steps)
     _create_step_at(con, state)
     writer = None
     lanes = _Lanes()
@@ -118,7 +118,7 @@ class _Lanes:
         return lanes
 
 
-def _create_step_at(con: duckdb.DuckDBPyConnection, state: _NativePass | _PythonPass) -> None:
+def _create_step_at(con: duckdb.DuckDBPyConnection, state: passes.HostPass) -> None:
     def step_at(rank: pa.ChunkedArray, ts: pa.ChunkedArray) -> pa.Array:
         rank, ts = _int64(rank.combine_chunks()), _int64(ts.combine_chunks())
         known = pc.and_(pc.is_valid(rank), pc.is_valid(ts))
@@ -144,116 +144,3 @@ def _create_step_at(con: duckdb.DuckDBPyConnection, state: _NativePass | _Python
 
 def _int64(column: pa.Array) -> pa.Array:
     return column.cast(pa.int64()) if column.type != pa.int64() else column
-
-
-def _values(column: pa.Array, width: int = 8) -> pa.Buffer | bytes:
-    """The values of a non-null array of `width`-byte items, for the native pass (the pass's inputs
-    have no NULLs)."""
-    if column.null_count:
-        raise ValueError("host pass: NULL in a sorted key")
-    data = column.buffers()[1]
-    return b"" if data is None else data.slice(column.offset * width, len(column) * width)
-
-
-class _NativePass:
-    """The pass in C (`host_pass.c`); its state is freed with this object, once the connection's
-    `step_at` is gone too."""
-
-    def __init__(self, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array, known: pa.Array) -> None:
-        from prof_engine._native import _ext
-
-        self.state = _ext.host_new(
-            len(rank), _values(rank), _values(start), _values(end), _values(step), _values(known, 1)
-        )
-
-    def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:
-        from prof_engine._native import _ext
-
-        n = len(rank)
-        step, valid = pa.allocate_buffer(8 * n), pa.allocate_buffer((n + 7) // 8)
-        _ext.step_at(self.state, n, _values(rank), _values(ts), step, valid)
-        return pa.Array.from_buffers(pa.int64(), n, [valid, step])
-
-    def run(
-        self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array, nests: pa.Array
-    ) -> list[pa.Array]:
-        from prof_engine._native import _ext
-
-        n = len(ids)
-        bits = (n + 7) // 8
-        step, depth, parent = pa.allocate_buffer(8 * n), pa.allocate_buffer(4 * n), pa.allocate_buffer(8 * n)
-        step_valid, depth_valid, parent_valid = (pa.allocate_buffer(bits) for _ in range(3))
-        _ext.host_pass(
-            self.state,
-            n,
-            _values(lane),
-            _values(rank),
-            _values(ts),
-            _values(dur),
-            _values(ids),
-            _values(nests, 1),
-            step,
-            step_valid,
-            depth,
-            depth_valid,
-            parent,
-            parent_valid,
-        )
-        return [
-            pa.Array.from_buffers(pa.int64(), n, [step_valid, step]),
-            pa.Array.from_buffers(pa.int32(), n, [depth_valid, depth]),
-            pa.Array.from_buffers(pa.int64(), n, [parent_valid, parent]),
-        ]
-
-
-_INT64_MAX = (1 << 63) - 1  # where a record that would end past the clock's end ends, as in C
-_NO_STEPS: tuple[list[int], list[int], list[int | None]] = ([], [], [])
-
-
-class _PythonPass:
-    """`host_pass.c` in Python, for installs without the native helpers: the same algorithm."""
-
-    def __init__(self, rank: pa.Array, start: pa.Array, end: pa.Array, step: pa.Array, known: pa.Array) -> None:
-        # rank -> starts, ends, steps (None: a step record without a step number)
-        self.steps: dict[int, tuple[list[int], list[int], list[int | None]]] = {}
-        for r, s, e, st, k in zip(*(a.to_pylist() for a in (rank, start, end, step, known))):
-            starts, ends, ids = self.steps.setdefault(r, ([], [], []))
-            starts.append(s)
-            ends.append(e)
-            ids.append(st if k else None)
-        self.lane: int | None = None
-        self.stack: list[tuple[int, int]] = []  # (end, id): the lane's records that may hold the next one
-
-    def run(
-        self, lane: pa.Array, rank: pa.Array, ts: pa.Array, dur: pa.Array, ids: pa.Array, nests: pa.Array
-    ) -> list[pa.Array]:
-        steps: list[int | None] = []
-        depths: list[int | None] = []
-        parents: list[int | None] = []
-        stack = self.stack
-        for ln, r, t, d, i, nest in zip(
-            lane.to_pylist(), rank.to_pylist(), ts.to_pylist(), dur.to_pylist(), ids.to_pylist(), nests.to_pylist()
-        ):
-            if ln != self.lane:
-                self.lane = ln
-                stack.clear()
-            steps.append(self._step(r, t))
-            if not nest:
-                depths.append(None)
-                parents.append(None)
-                continue
-            end = min(t + d, _INT64_MAX) if d > 0 else t
-            while stack and (t >= stack[-1][0] or end > stack[-1][0]):
-                stack.pop()
-            depths.append(len(stack))
-            parents.append(stack[-1][1] if stack else None)
-            stack.append((end, i))
-        return [pa.array(steps, pa.int64()), pa.array(depths, pa.int32()), pa.array(parents, pa.int64())]
-
-    def step_at(self, rank: pa.Array, ts: pa.Array) -> pa.Array:
-        return pa.array([self._step(r, t) for r, t in zip(rank.to_pylist(), ts.to_pylist())], pa.int64())
-
-    def _step(self, rank: int, ts: int) -> int | None:
-        starts, ends, step_ids = self.steps.get(rank, _NO_STEPS)
-        k = bisect.bisect_right(starts, ts) - 1
-        return step_ids[k] if k >= 0 and ts < ends[k] else None
