@@ -4,7 +4,6 @@ docs/schema.md (from schemas/), docs/views.md (from the headers of queries/*.sql
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,15 @@ def views_markdown() -> str:
 
 
 def _plain(text: str) -> str:
-    """Help text as markdown: typer's rich markup ([bold]…[/bold]) becomes code spans."""
-    text = re.sub(r"\[bold\](.*?)\[/bold\]", r"`\1`", text, flags=re.S)
-    return re.sub(r"\[/?[a-z ]+\]", "", text).strip()
+    """Help text (plain click text: no markup) as markdown: a paragraph marked `\\b`, which click
+    prints unwrapped (an example's title, then its command lines), becomes the title and a code block."""
+    paragraphs = []
+    for paragraph in text.strip().split("\n\n"):
+        if paragraph.startswith("\b\n"):
+            title, *commands = paragraph[2:].splitlines()
+            paragraph = "\n".join([title, "", "```", *(c.strip() for c in commands), "```"])
+        paragraphs.append(paragraph)
+    return "\n\n".join(paragraphs)
 
 
 def cli_markdown() -> str:
