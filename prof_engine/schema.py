@@ -14,7 +14,10 @@ import pyarrow as pa
 
 from prof_engine._resources import data_dir
 
-PARTITION_KEYS = ("device", "step")
+# A stored table's directory levels below its `rank=<r>`: the device. The step is a column, each
+# row group a range of steps. (Runs of schema 1.0 had a level per step too; `prof-engine upgrade`
+# alone reads those, `partitions.hive_types`.)
+PARTITION_KEYS = ("device",)
 
 _ARROW_TYPES = {
     "int32": pa.int32(),
@@ -23,6 +26,7 @@ _ARROW_TYPES = {
     "string": pa.string(),
     "bool": pa.bool_(),
 }
+_TABLE_KEYS = {"name", "description", "columns", "stored", "derived", "sort_by"}  # of a schemas/*.toml
 _SQL_TYPES = {"int32": "INTEGER", "int64": "BIGINT", "string": "VARCHAR", "float64": "DOUBLE", "bool": "BOOLEAN"}
 
 
@@ -51,9 +55,7 @@ class Table:
     description: str
     columns: tuple[Column, ...]
     stored: bool = True  # False: built from manifest.json when a run is opened, not a Parquet dataset
-    # Directory levels of its dataset: (device, step), or (device,) for tables of a few rows per
-    # step, whose step stays a column in the files (a file per step would cost more than its rows).
-    partition_keys: tuple[str, ...] = PARTITION_KEYS
+    partition_keys: tuple[str, ...] = PARTITION_KEYS  # its directory levels below `rank=<r>`
     # True: computed when a run is finalised (queries/store/finalize.sql), never staged by importers
     derived: bool = False
     # The order of its rows: rank, the partition keys, then columns within a partition (NULLs last).
@@ -89,19 +91,20 @@ def tables() -> dict[str, Table]:
             if c.type not in _ARROW_TYPES:
                 raise ValueError(f"{path.name}: column {c.name} has unknown type {c.type!r}")
         stored = raw.get("stored", True)
-        missing = [k for k in PARTITION_KEYS if k not in {c.name for c in cols}]
+        missing = [k for k in ("device", "step") if k not in {c.name for c in cols}]
         if stored and missing:
-            raise ValueError(f"{path.name}: partition key columns {missing} are missing")
-        keys = tuple(raw.get("partition_by", PARTITION_KEYS))
-        if not set(keys) <= set(PARTITION_KEYS) or keys[:1] != ("device",):
-            raise ValueError(f'{path.name}: partition_by must be ["device"] or ["device", "step"]')
+            raise ValueError(f"{path.name}: columns {missing} are missing (every stored table has them)")
+        if unknown := set(raw) - _TABLE_KEYS:  # a misspelt or retired key (`partition_by`) is no silent no-op
+            raise ValueError(f"{path.name}: unknown keys {sorted(unknown)}")
         derived = bool(raw.get("derived", False))
         sort_by = tuple(raw.get("sort_by", ()))
         if sort_by and (
-            not derived or sort_by[: 1 + len(keys)] != ("rank", *keys) or not set(sort_by) <= {c.name for c in cols}
+            not derived
+            or sort_by[: 1 + len(PARTITION_KEYS)] != ("rank", *PARTITION_KEYS)
+            or not set(sort_by) <= {c.name for c in cols}
         ):
             raise ValueError(f"{path.name}: sort_by must be rank, the partition keys, then columns of a derived table")
-        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, keys, derived, sort_by)
+        out[raw["name"]] = Table(raw["name"], raw["description"], cols, stored, derived=derived, sort_by=sort_by)
     return out
 
 

@@ -79,7 +79,9 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
         writer.close()
     [path] = (tmp_path / "t").rglob("*.parquet")
     assert pq.read_table(path).column("ts").to_pylist() == values
-    assert "DELTA_BINARY_PACKED" in pq.ParquetFile(path).metadata.row_group(0).column(0).encodings
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    [ts] = [meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == "ts"]
+    assert "DELTA_BINARY_PACKED" in ts.encodings
 
 
 def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
@@ -88,9 +90,10 @@ def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
     con.execute("CREATE TABLE t AS SELECT 2 AS rank, unnest(?) AS device, 3::BIGINT AS step, 1 AS v", [devices])
     con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (rank, device, step))")
     written = {str(p.parent.relative_to(tmp_path / "duckdb")) for p in (tmp_path / "duckdb").rglob("*.parquet")}
-    assert written == {partition_dir(2, d, 3) for d in devices}
-    assert partition_dir(0, "host", None) == "rank=0/device=host/step=__HIVE_DEFAULT_PARTITION__"
-    assert partition_dir(0, "host", keys=("device",)) == "rank=0/device=host"
+    assert written == {partition_dir(2, d, 3, keys=("device", "step")) for d in devices}
+    old = partition_dir(0, "host", None, keys=("device", "step"))  # schema 1.0's layout
+    assert old == "rank=0/device=host/step=__HIVE_DEFAULT_PARTITION__"
+    assert partition_dir(0, "host", 3) == "rank=0/device=host"  # today's: the step is a column
 
 
 def test_records_in_any_order_land_in_their_partitions(tmp_path):
@@ -109,7 +112,7 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
         }
     )
     with ThreadPoolExecutor(2) as pool:
-        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10)
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10, keys=("device", "step"))
         for batch in table.to_batches(max_chunksize=1000):
             writer.write(batch)
         assert writer.close() == len(rows)
@@ -194,7 +197,7 @@ def test_large_partition_is_written_in_row_groups(tmp_path):
         for batch in table.to_batches(max_chunksize=16_384):
             writer.write(batch)
         writer.close()
-    (path,) = Path(tmp_path / "t" / "rank=0" / "device=host" / "step=1").glob("part-*.parquet")
+    (path,) = Path(tmp_path / "t" / "rank=0" / "device=host").glob("part-*.parquet")
     meta = pq.read_metadata(path)
     assert meta.num_rows == n and meta.num_row_groups == 3
 
@@ -289,7 +292,7 @@ def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
         for p in (run / table).rglob("*.parquet"):
             p.unlink()
         with ThreadPoolExecutor(1) as pool:
-            writer = PartitionWriter(run / table, pool)  # the old layout's levels: (device, step)
+            writer = PartitionWriter(run / table, pool, keys=("device", "step"))  # the old layout's levels
             data = data.append_column("rank", _ranks(len(data))).append_column("device", pa.array(["host"] * len(data)))
             writer.write(data.to_batches()[0])
             writer.close()

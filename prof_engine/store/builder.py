@@ -95,11 +95,7 @@ def duckdb_connect(
     config: dict[str, Any] = {"preserve_insertion_order": False}
     if threads:
         config["threads"] = config["async_threads"] = max(1, int(threads))
-    try:
-        con = duckdb.connect(config=config)
-    except duckdb.InvalidInputException:  # an older DuckDB, without async_threads
-        config.pop("async_threads", None)
-        con = duckdb.connect(config=config)
+    con = duckdb.connect(config=config)
     no_progress_bar(con)
     if spill_dir is not None:
         con.execute("SET temp_directory = ?", [str(spill_dir)])

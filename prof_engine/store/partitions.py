@@ -1,14 +1,14 @@
 """Writes a stream of record batches as a hive-partitioned Parquet dataset, in bounded memory.
 
 A run holds each table as `<table>/rank=<r>/device=<d>/part-<uuid>.parquet`, the step a column
-(schema `partition_by = ["device"]`); rank and device are directory levels only, not columns of the
+(`schema.PARTITION_KEYS`); rank and device are directory levels only, not columns of the
 files, as in any hive dataset (a reader with hive partitioning, DuckDB's or pyarrow's, reads them
 back). The path says the rank so that a reader of some ranks (`prof_engine.open(..., ranks=[...])`,
 a task of a distributed executor) lists only their directories and reads no other file's footer.
-The writer also writes the step as a directory level, `.../device=<d>/step=<n>/` (keys
-`("device", "step")`), the layout of runs before schema 1.1. A file costs its reader more than a
-row group does (opening it, reading its footer), and most of a step's records are a few hundred
-rows. So a partition's records go to one file, open while records keep coming, in row groups of
+Given the keys `("device", "step")` the writer makes the layout of schema 1.0 runs, a directory
+level per step (`.../device=<d>/step=<n>/`), which only tests still ask for. A file costs its
+reader more than a row group does (opening it, reading its footer), and most of a step's records
+are a few hundred rows. So a partition's records go to one file, open while records keep coming, in row groups of
 up to `budget_bytes` of records, each a range of steps in staging order (mostly time order), which
 a step filter skips by their statistics. The `PartitionWriter`:
 
@@ -115,8 +115,8 @@ def rank_dir(rank: int | None) -> str:
 def partition_dir(
     rank: int | None, device: str, step: int | None = None, *, keys: tuple[str, ...] = PARTITION_KEYS
 ) -> str:
-    """`rank=<r>/device=<d>/step=<n>` (or `rank=<r>/device=<d>` for a table partitioned by device
-    alone), escaped like DuckDB's hive writer (NULL step: `__HIVE_DEFAULT_PARTITION__`)."""
+    """`rank=<r>/device=<d>` (with the step among `keys`, schema 1.0's layout: `.../step=<n>`),
+    escaped like DuckDB's hive writer (a NULL value: `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
     if len(path) > 200:  # a directory name the file system may refuse (255 bytes): no real device label
         raise InputError(f"device label {device[:40]!r}… ({len(device)} characters) is too long to be a device")
