@@ -168,6 +168,81 @@ def gloo_2rank_run(tmp_path_factory):
     run.close()
 
 
+def cli_in_process(cwd: Path, *args: Any, env: dict[str, str] | None = None) -> Any:
+    """`prof-engine ARGS` run in `cwd` through the console script's own `main` (its `Error:` lines,
+    exit codes and out-of-memory answers), in this process: a subprocess costs a Python start and
+    the CLI's imports (~1.5 s) per call. A subprocess.CompletedProcess, stdout and stderr apart; an
+    exception that escapes `main` is a traceback on stderr and exit 1, as in a process. Only for
+    tests not about the process itself (signals, its tuning, limits, umask: those run a process)."""
+    import contextlib
+    import io
+    import subprocess
+    import sys
+    import traceback
+
+    from prof_engine import _native
+    from prof_engine.cli import main
+
+    _native.load.cache_clear()  # a process reads PROF_ENGINE_NATIVE once, at its start: so does this call
+    # binary-backed, as a process's: CSV and Parquet writers write to sys.stdout.buffer
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in range(2))
+    argv = ["prof-engine", *map(str, args)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        mp.setattr(sys, "argv", argv)
+        for key, value in (env or {}).items():
+            mp.setenv(key, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001 - what a process would print before dying with 1
+                traceback.print_exc()
+                code = 1
+    _native.load.cache_clear()
+    said = []
+    for stream in (out, err):
+        stream.flush()
+        said.append(stream.buffer.getvalue().decode("utf-8", "replace"))  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(argv, code, *said)
+
+
+# The Quick start's recording command, as the README gives it (test_readme checks it is there).
+QUICK_START_RECORD = "python examples/record_trace.py -o trace.json"
+
+
+@pytest.fixture(scope="session")
+def quick_start_trace(tmp_path_factory) -> Path:
+    """trace.json recorded by the Quick start's command, as a process, once for the session: each
+    recording costs a torch start (~6 s) and the README, docs and notebook tests read the same one."""
+    import shlex
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    base = tmp_path_factory.mktemp("quick_start_trace")
+    _, script, *args = shlex.split(QUICK_START_RECORD)
+    done = subprocess.run(
+        [sys.executable, str(REPO / script), *args], cwd=base, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, f"{QUICK_START_RECORD}: {done.stderr[-2000:]}"
+    return base / "trace.json"
+
+
+@pytest.fixture(scope="session")
+def nccl_2rank_run(tmp_path_factory) -> Path:
+    """The 2-rank NCCL fixture imported once for the session (~4 s each time otherwise); tests only
+    read it (open, query, export elsewhere), never write into it."""
+    import prof_engine
+
+    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
+    return Path(prof_engine.import_trace([src], tmp_path_factory.mktemp("nccl_2rank") / "run"))
+
+
 @pytest.fixture(autouse=True)
 def _no_inherited_terminal_width(monkeypatch):
     """COLUMNS/LINES, as pytest-xdist's workers have them (80) or readline writes them into the C

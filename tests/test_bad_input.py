@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import x
+from conftest import cli_in_process, x
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run `python -m prof_engine ARGS` in `cwd`; stdout and stderr captured apart."""
-    return subprocess.run(
-        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    """`prof-engine ARGS` in `cwd`, through the console script's `main` in this process (the
+    process-level cases below run a process); stdout and stderr captured apart."""
+    return cli_in_process(cwd, *args)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *mentions: str) -> str:

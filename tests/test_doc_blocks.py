@@ -58,19 +58,13 @@ def commands(lang: str, text: str) -> list[tuple[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def after_quick_start(tmp_path_factory):
-    """The Quick start's trace and run (its recording and import), once for every page."""
-    pytest.importorskip("torch")
+def after_quick_start(quick_start_trace, tmp_path_factory):
+    """The Quick start's trace (the session's recording, conftest.quick_start_trace) and run (its
+    import), once for every page."""
     import prof_engine
 
     base = tmp_path_factory.mktemp("quick_start")
-    subprocess.run(
-        [sys.executable, str(REPO / "examples" / "record_trace.py"), "-o", "trace.json"],
-        cwd=base,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    shutil.copy(quick_start_trace, base / "trace.json")
     prof_engine.import_trace([base / "trace.json"], base / "run")
     return base
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import prof_engine
-from conftest import fixture_path, stored_rows
+from conftest import cli_in_process, fixture_path, stored_rows
 from prof_engine import _ray
 from prof_engine.engine import grouped
 from prof_engine.engine.export import SUMMARY_VIEWS, export_views
@@ -31,8 +31,8 @@ def _import(src: Path, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def nccl(tmp_path_factory) -> Path:
-    return _import(fixture_path("kineto", "hta_sampled_2rank_nccl"), tmp_path_factory.mktemp("nccl") / "run")
+def nccl(nccl_2rank_run) -> Path:
+    return nccl_2rank_run
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +58,14 @@ def _csvs(run: prof_engine.Run, out: Path, views: list[str]) -> dict[str, bytes]
     return {p.name: p.read_bytes() for p in export_views(run, out, views, "csv", STAMP)}
 
 
+_WHOLE: dict[tuple[Path, tuple[str, ...]], dict[str, bytes]] = {}  # the run opened whole: one export per run
+
+
 def _same_csvs(path: Path, tmp: Path, executor: str, ranks_per_task: int, views: list[str] = VIEWS) -> None:
-    with prof_engine.open(path) as whole:
-        expected = _csvs(whole, tmp / "whole", views)
+    if (path, tuple(views)) not in _WHOLE:
+        with prof_engine.open(path) as whole:
+            _WHOLE[path, tuple(views)] = _csvs(whole, tmp / "whole", views)
+    expected = _WHOLE[path, tuple(views)]
     with grouped.open_grouped(path, views, executor, ranks_per_task) as run:
         got = _csvs(run, tmp / "grouped", views)
     assert list(got) == list(expected)
@@ -160,7 +165,12 @@ def test_order_by_is_the_top_level_one():
     assert grouped._rank_first("r.rank, r.device") and not grouped._rank_first('"Level" DESC, "Rank"')
 
 
-def _cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """`prof-engine ARGS` in this process (the executor's workers are processes all the same)."""
+    return cli_in_process(cwd, *args)
+
+
+def _process(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
     )
@@ -181,7 +191,7 @@ def test_cli_executor_ray_without_ray_is_one_line(nccl, tmp_path):
     (tmp_path / "noray" / "ray").mkdir(parents=True)
     (tmp_path / "noray" / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "noray"), os.environ.get("PYTHONPATH", "")]))
-    proc = _cli(tmp_path, "export", nccl, "-o", "out", "--executor", "ray", env=env)
+    proc = _process(tmp_path, "export", nccl, "-o", "out", "--executor", "ray", env=env)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"Error: {_ray.RAY_MISSING}"
     alone = _cli(tmp_path, "export", nccl, "-o", "out", "--address", "ray://head:10001")

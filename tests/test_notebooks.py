@@ -49,11 +49,6 @@ def record(tmp: Path, steps: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def quick_start_trace(tmp_path_factory) -> Path:
-    return record(tmp_path_factory.mktemp("quick_start"), 6)  # the script's default: 4 steps recorded
-
-
-@pytest.fixture(scope="module")
 def one_step_trace(tmp_path_factory) -> Path:
     return record(tmp_path_factory.mktemp("one_step"), 3)
 
@@ -151,12 +146,9 @@ def test_one_step_trace(notebook, one_step_trace, tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def nccl_run(tmp_path_factory) -> tuple[Path, Path]:
-    """(source, run) of the 2-rank NCCL fixture."""
-    import prof_engine
-
-    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
-    return src, Path(prof_engine.import_trace([src], tmp_path_factory.mktemp("nccl") / "run"))
+def nccl_run(nccl_2rank_run) -> tuple[Path, Path]:
+    """(source, run) of the 2-rank NCCL fixture (imported once for the session)."""
+    return fixture_path("kineto", "hta_sampled_2rank_nccl"), nccl_2rank_run
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
+import shutil
 
 import pytest
 
-from conftest import REPO
+from conftest import QUICK_START_RECORD, REPO
 
 
 def _quick_start_commands() -> list[str]:
@@ -33,40 +32,54 @@ def _worked_example_commands() -> list[str]:
     return [line[2:] for line in section.splitlines() if line.startswith("$ ")]
 
 
-def test_quick_start_main_job_runs_then_the_worked_example(tmp_path):
-    """The Quick start as written, then the worked example's commands in the same clone (a reader
-    runs them in that order: the example must not need, or clobber, what the Quick start made)."""
-    pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def clone(quick_start_trace, tmp_path_factory):
+    """A reader's clone after the Quick start as written, then the worked example's commands in the
+    same clone (a reader runs them in that order: the example must not need, or clobber, what the
+    Quick start made). Its recording is the session's (conftest.quick_start_trace, the same
+    command as a process); `prof-engine` runs in-process, as a reader's shell would run it but
+    without a Python start per command."""
+    from typer.testing import CliRunner
+
+    from prof_engine.cli import app
+
     main_job = _quick_start_commands()[0]
-    work = tmp_path / "clone"
+    base = tmp_path_factory.mktemp("readme")
+    work = base / "clone"
     work.mkdir()
     shared = REPO.parent / "shared"
-    commands = main_job.split("&&")[1:]
+    commands = [c.strip() for c in main_job.split("&&")[1:]]
+    assert commands[0] == QUICK_START_RECORD, "conftest.quick_start_trace records what the README says"
+    shutil.copy(quick_start_trace, work / "trace.json")
+    commands = commands[1:]
     if (shared / "fixtures").is_dir():
-        (tmp_path / "shared").symlink_to(shared)
+        (base / "shared").symlink_to(shared)
         commands += _worked_example_commands()
-    for command in commands:
-        argv = shlex.split(command)
-        if argv[0] == "prof-engine":
-            argv = [sys.executable, "-m", "prof_engine", *argv[1:]]
-        elif argv[0] == "python":
-            argv = [sys.executable, str(REPO / argv[1]), *argv[2:]]
-        done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
-    assert sorted(p.name.split("_2")[0] for p in (work / "reports").iterdir()) == [
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        for command in commands:
+            argv = shlex.split(command)
+            assert argv[0] == "prof-engine", f"no runner for `{command}`"
+            done = CliRunner().invoke(app, argv[1:], env={"COLUMNS": "120"})
+            assert done.exit_code == 0, f"{command}: {done.output[-2000:]}{done.exception!r}"
+    return work
+
+
+def test_quick_start_main_job_runs_then_the_worked_example(clone):
+    assert sorted(p.name.split("_2")[0] for p in (clone / "reports").iterdir()) == [
         "api_statistic",
         "op_statistic",
         "op_summary",
         "step_trace",
         "task_time",
     ]
-    assert "<svg" in (work / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
+    assert "<svg" in (clone / "run.html").read_text(encoding="utf-8")  # the report, with its step chart
 
 
-def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
-    """The step breakdown and the advice printed in the README's worked example are the current output."""
+def test_worked_example_numbers_are_what_the_views_compute(clone):
+    """The step breakdown and the advice printed in the README's worked example are the current output
+    (of the worked example's own import, in the clone)."""
     import prof_engine
-    from conftest import fixture_path
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text.split("## A worked example", 1)[1].split("\n## ", 1)[0]
@@ -82,7 +95,9 @@ def test_worked_example_numbers_are_what_the_views_compute(tmp_path):
         if re.match(r"│ [\d,-]+\s+│ (high|medium) ", line)
     ]
     assert len(rows) == 4 and len(advice) == 2
-    run = prof_engine.import_trace([fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path / "run")
+    run = clone / "nccl_run"
+    if not run.is_dir():
+        pytest.skip("../shared/fixtures is absent (a user's clone): the worked example reads the fixtures")
     with prof_engine.open(run) as r:
         got = r.summary(10)["Step breakdown (µs)"].rows()  # Rank ... Preparing, up to 100 rows
         got_advice = r.sql('SELECT "Ranks", "Severity", "Finding" FROM advice').rows()

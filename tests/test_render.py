@@ -14,7 +14,7 @@ import pytest
 
 import prof_engine
 from compare_traces import compare_runs  # noqa: F401 - a fixture
-from conftest import fixture_path, write_trace, x
+from conftest import write_trace, x
 from prof_engine.engine.tables import cell_text
 
 STEP_COLUMNS = (
@@ -61,9 +61,8 @@ def many_steps(path: Path, first: int = 131, last: int = 551) -> Path:
 
 
 @pytest.fixture(scope="module")
-def nccl_run(tmp_path_factory) -> Path:
-    src = fixture_path("kineto", "hta_sampled_2rank_nccl")
-    return prof_engine.import_trace([src], tmp_path_factory.mktemp("render") / "nccl", jobs=1)
+def nccl_run(nccl_2rank_run) -> Path:
+    return nccl_2rank_run
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import prof_engine
-from conftest import fixture_path
 from test_report import many_steps
 
 WIDTH = 1400
@@ -124,10 +123,8 @@ def check_layout(m: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def nccl_run(tmp_path_factory):
-    return prof_engine.import_trace(
-        [fixture_path("kineto", "hta_sampled_2rank_nccl")], tmp_path_factory.mktemp("nccl") / "run"
-    )
+def nccl_run(nccl_2rank_run):
+    return nccl_2rank_run
 
 
 def test_nccl_run_reads_at_1400_px_with_kernel_names_whole_on_hover(browser, nccl_run, tmp_path):

@@ -10,8 +10,14 @@ and a command given no arguments answer at the cost of typer alone (benchmarks/s
 
 from __future__ import annotations
 
-from typer._click import Context
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+try:  # typer vendors click as `typer._click` since 0.2x; the versions pyproject allows before use click's
+    from typer._click import Context
+    from typer._click.exceptions import MissingParameter
+except ImportError:  # pragma: no cover - an older typer
+    from click import Context  # type: ignore[assignment]
+    from click.exceptions import MissingParameter  # type: ignore[assignment]
 
 
 def _help_default_false(option: TyperOption | None) -> TyperOption | None:
@@ -39,8 +45,6 @@ class Command(TyperCommand):
         # with nothing on the command line, click processes the parameters in declaration order and
         # fails on the first required one without a value: the same one, the same error, found here
         if not args and not ctx.resilient_parsing:
-            from typer._click.exceptions import MissingParameter
-
             for param in self.get_params(ctx):
                 value, _ = param.consume_value(ctx, {})  # environment, default map, default: no coercion
                 if isinstance(param, (TyperArgument, TyperOption)) and param.required and param.value_is_missing(value):

@@ -115,7 +115,7 @@ def share_process_groups(sources: list[dict[str, Any]]) -> tuple[list[dict[str, 
     for src in sources:
         info = src.get("info")
         dist = info.get("distributedInfo") if isinstance(info, dict) else None
-        if isinstance(dist, dict) and isinstance(dist.get("pg_config"), list):
+        if isinstance(info, dict) and isinstance(dist, dict) and isinstance(dist.get("pg_config"), list):
             refs = []
             for group in dist["pg_config"]:
                 key = repr(group)  # equal groups print alike (one trace format writes them all)
@@ -134,7 +134,9 @@ def own_process_groups(entry: dict[str, Any], groups: list[Any]) -> dict[str, An
     info = entry.get("info")
     dist = info.get("distributedInfo") if isinstance(info, dict) else None
     refs = dist.get("pg_config") if isinstance(dist, dict) else None
-    if not isinstance(refs, list) or not all(isinstance(i, int) and 0 <= i < len(groups) for i in refs):
+    if not isinstance(info, dict) or not isinstance(dist, dict) or not isinstance(refs, list):
+        return entry
+    if not all(isinstance(i, int) and 0 <= i < len(groups) for i in refs):
         return entry
     return dict(entry, info=dict(info, distributedInfo=dict(dist, pg_config=[groups[i] for i in refs])))
 
