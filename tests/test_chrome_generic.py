@@ -21,7 +21,8 @@ import pytest
 import prof_engine
 from conftest import fixture_path, load_events, write_trace, x
 from prof_engine import _native
-from prof_engine.importers import chrome, chunkconv, pychunks, scan
+from prof_engine._native import pychunks
+from prof_engine.importers import chrome, chunkconv, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
 
 CATAPULT = {

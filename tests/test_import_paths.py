@@ -1,7 +1,7 @@
 """One Kineto reader: a trace imports to the same run with the native scanner and without it.
 
 Both feed the same columnar converter (`importers.chunkconv`): the native scanner's chunks, or
-the pure-Python chunks (`importers.pychunks`) that `PROF_ENGINE_NATIVE=0` selects. Each stored
+the pure-Python chunks (`_native.pychunks`) that `PROF_ENGINE_NATIVE=0` selects. Each stored
 table is compared partition by partition and row for row (ids included), and before that the
 converter's batches in the order it gives them.
 """

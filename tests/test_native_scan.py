@@ -22,8 +22,9 @@ import pytest
 import prof_engine
 from conftest import fixture_path, write_trace, x
 from prof_engine import _native, importers, schema
+from prof_engine._native import pychunks
 from prof_engine.errors import InputError
-from prof_engine.importers import chrome, chunkconv, pychunks, scan
+from prof_engine.importers import chrome, chunkconv, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
 from prof_engine.importers.keys import ARGS_KEYS, TOP_KEYS
 

@@ -1,7 +1,7 @@
 """The native helpers: the trace scanner (`scan.c`) and the host and lane passes of finalisation
 (`host_pass.c`, `lanes.c`), built at install time into the extension module `_ext` (`module.c`
-wraps them; `setup.py` builds it), and beside them the Python ports of the passes, `fallback.py`
-(the scanner's port is `importers/pychunks.py`, the chunks of events it gives).
+wraps them; `setup.py` builds it), and beside them their Python ports: `fallback.py` (the passes)
+and `pychunks.py` (the scanner's chunks of events).
 
 Where it was not built (no C compiler at install), `load()` warns once and returns None, and the
 callers take the ports: the same algorithms and results, slower. `PROF_ENGINE_NATIVE=0` chooses

@@ -3,7 +3,7 @@ compiler at install) or not wanted (`PROF_ENGINE_NATIVE=0`): `PythonHostPass` is
 `PythonLanes` is `lanes.c`, the same algorithms giving the same results, ~3x slower. `passes.py`
 chooses between them and the C; the tests check each port equal to its C twin
 (tests/test_host_pass.py, tests/test_lane_pass.py). The port of the scanner, `scan.c`, is the
-chunk source `pychunks.py`.
+chunk source `pychunks.py` (tests/test_native_scan.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from prof_engine import schema
-from prof_engine.importers import chunkconv, classify, pychunks, scan
+from prof_engine._native import pychunks
+from prof_engine.importers import chunkconv, classify, scan
 from prof_engine.importers import keys as K
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.importers.keys import (  # _int, _text, shapes_text: other importers take them from here

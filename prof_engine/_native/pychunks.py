@@ -1,4 +1,5 @@
-"""Chunks of Chrome/Kineto events for the columnar converter, read by Python alone.
+"""Chunks of Chrome/Kineto events for the columnar converter, read by Python alone: the port of the
+native scanner (`scan.c`, whose face is `importers/scan.py`), beside it.
 
 Where the native scanner (`scan`) is unavailable, `chunks(reader)` hands `chunkconv.feed` the
 chunks of `ChromeTraceReader.chunks()` (msgspec-decoded `Event`s) behind `scan.Chunk`'s interface,
