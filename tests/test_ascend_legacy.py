@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections import Counter
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import prof_engine
-from conftest import fixture_path, load_events
+from conftest import cli_in_process, fixture_path, load_events
 
 PROF = ("ascend", "msprof_cann7_2device_timeline_legacy")
 COMPUTE = {"AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"}
@@ -28,9 +27,8 @@ SUPPORTED = (
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    """`prof-engine ARGS` in `cwd`, through the console script's `main` in this process."""
+    return cli_in_process(cwd, *args)
 
 
 def ns(us: Decimal | float | str) -> int:

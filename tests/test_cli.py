@@ -1,4 +1,6 @@
-"""The `prof-engine` command line, run as a user would (a subprocess per command) on a real trace."""
+"""The `prof-engine` command line, run as a user would on a real trace: each command through the console
+script's `main`, in-process (conftest.cli_in_process; a process per command cost ~1.5 s), but under
+a umask, a process."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import fixture_path, write_trace, x
+from conftest import cli_in_process, fixture_path, write_trace, x
 
 SUMMARIES = ("op_summary", "op_statistic", "task_time", "api_statistic", "step_trace")
 # msprof column runs each summary's header must contain, in this order.
@@ -61,8 +63,12 @@ MSPROF_COLUMNS = {
 
 
 def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m prof_engine ARGS` in `cwd` (under `umask`; `umask0`: 0); stdout and stderr captured apart."""
+    """`prof-engine ARGS` in `cwd`; stdout and stderr captured apart. Under `umask` (`umask0`: 0) a
+    process of its own, the store reads the umask once at its import; otherwise the console
+    script's `main` in this process (conftest.cli_in_process: a process per call cost ~1.5 s)."""
     mask = 0 if umask0 else umask
+    if mask is None:
+        return cli_in_process(cwd, *args)
     # without COLUMNS, which the CLI honours (piped output is otherwise 240 wide): readline, or a
     # test before in the same worker, may have set it, and tables would lose columns
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
@@ -72,7 +78,7 @@ def cli(cwd: Path, *args: str, umask0: bool = False, umask: int | None = None) -
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=(lambda: os.umask(mask)) if mask is not None else None,
+        preexec_fn=lambda: os.umask(mask),
         env=env,
     )
 
@@ -347,8 +353,6 @@ def test_a_stricter_umask_is_respected(tmp_path):
 def test_import_progress_says_when_it_finalises(monkeypatch):
     """A long import's bar (on a terminal, after a second) says 'finalising' once every byte is read:
     the finalize of a large trace takes a third of it, and a bar at 100 % looks stuck."""
-    import sys
-
     from prof_engine.cli import _Progress
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import prof_engine
-from conftest import fixture_path, write_trace, x
+from conftest import cli_in_process, fixture_path, write_trace, x
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "prof_engine", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    """`prof-engine ARGS` in `cwd`, through the console script's `main` in this process."""
+    return cli_in_process(cwd, *args)
 
 
 def _kernel(name: str, ts: float, dur: float, correlation: int) -> dict:
