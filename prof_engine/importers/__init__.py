@@ -1,4 +1,5 @@
-"""Importers: foreign trace formats → a prof-engine run. Format detection lives here, in one place."""
+"""Importers: foreign trace formats → a prof-engine run. The formats are `registry.FORMATS`; this
+module expands the sources into units by asking them (and nothing else), then imports the units."""
 
 from __future__ import annotations
 
@@ -22,16 +23,10 @@ import msgspec
 from prof_engine import _ray
 from prof_engine._process import start_worker
 from prof_engine.errors import InputError, ProfEngineError
-from prof_engine.importers import (
-    ascend,
-    mindspore_cpu,
-    mindspore_legacy,
-    msprof,
-    msprof_output,
-    unsupported,
-)
-from prof_engine.importers.chrome import convert_file, with_anomalies
-from prof_engine.importers.jsonstream import names_trace_events, open_bytes
+from prof_engine.importers import registry, unsupported
+from prof_engine.importers.formats import lead
+from prof_engine.importers.jsonstream import open_bytes
+from prof_engine.importers.kineto import kineto_source_info as kineto_source_info  # the collector's writer's
 from prof_engine.importers.units import BadTime
 from prof_engine.store.builder import (
     FINALIZE_THREADS,
@@ -49,24 +44,24 @@ from prof_engine.store.quality import add_finding
 
 Progress = Callable[[int, int], None]
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
-
 
 def detect(path: Path) -> str:
-    """Format of one source file by its content: 'chrome' (Chrome trace / Kineto JSON)."""
+    """Format of one source file (`registry.FORMATS` in order): by its name where a format claims
+    the name alone, else by its first 64 KiB."""
+    for fmt in registry.FORMATS:
+        if fmt.sniff is None and fmt.files is not None and fmt.files.fullmatch(path.name):
+            return fmt.name
     try:
         with open_bytes(path) as f:
             head = f.read(1 << 16)
     except (OSError, EOFError, zlib.error) as e:
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         raise InputError(f"{path}: cannot read ({reason}; truncated or corrupt gzip?)") from None
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not text:
+    if not lead(head):
         raise InputError(f"{path}: file is empty")
-    if text[:1] == b"{" and (b'"traceEvents"' in head or len(head) < (1 << 16) or names_trace_events(path)):
-        return "chrome"  # a small object without traceEvents is reported precisely by the reader
-    if text[:1] == b"[" and re.match(rb"\[\s*(\{|\])", text):
-        return "ascend_trace" if msprof.looks_ascend(path, head) else "chrome"
+    for fmt in registry.FORMATS:
+        if fmt.sniff is not None and fmt.sniff(path, head):
+            return fmt.name
     raise InputError(f"{path}: unknown file type (prof-engine imports Chrome/Kineto trace JSON, .json or .json.gz)")
 
 
@@ -75,23 +70,12 @@ class Source:
     """One unit of import: a trace file, an Ascend rank directory, a msprof PROF_* or device directory."""
 
     path: Path
-    format: str  # chrome, ascend, ascend_trace (a lone Ascend trace), msprof (legacy device dir), mindspore_legacy,
-    # msprof_output (a PROF_* dir with mindstudio_profiler_output/), mindspore_cpu (a rank's cpu_op_execute_timestamp)
+    format: str  # its format's name (`registry.FORMATS`)
 
 
 def _skipped(rel: Path) -> bool:
     """Hidden files and prof-engine runs (a directory scan must not re-import its own output)."""
     return any(part.startswith(".") for part in rel.parts) or rel.name == "manifest.json"
-
-
-def _msprof_dir(path: Path) -> bool:
-    """A CANN msprof PROF_* directory, a directory of them, or its mindstudio_profiler_output/."""
-    return (
-        path.name.startswith("PROF_")
-        or any(p.is_dir() for p in path.glob("PROF_*"))
-        or (path / msprof_output.OUTPUT_DIR).is_dir()
-        or path.name == msprof_output.OUTPUT_DIR
-    )
 
 
 @dataclass(frozen=True)
@@ -104,12 +88,6 @@ class LeftOut:
 
 # Ascend-side directories: whatever lies under one is that profiler's output, never a Kineto trace.
 _ASCEND_DIR = re.compile(r".*_ascend_(pt|ms)|PROF_.*")
-
-
-def _family(fmt: str) -> str:
-    """'kineto' (Chrome/Kineto traces) or 'ascend' (every Ascend and MindSpore format): sources of
-    two families are two jobs (a torch_npu job writes no Kineto trace, and the reverse)."""
-    return "kineto" if fmt == "chrome" else "ascend"
 
 
 def expand_sources(sources: Sequence[Path], merge_unrelated: bool = False) -> tuple[list[Source], list[LeftOut]]:
@@ -129,7 +107,7 @@ def expand_sources(sources: Sequence[Path], merge_unrelated: bool = False) -> tu
                 f"give the trace file or the profiler's output directory"
             )
         if src.is_file():
-            found.append(Source(src, "mindspore_cpu" if mindspore_cpu.TIMESTAMP.fullmatch(src.name) else detect(src)))
+            found.append(Source(src, detect(src)))
             continue
         units, dropped = _expand_dir(src)
         found.extend(units)
@@ -141,15 +119,20 @@ def expand_sources(sources: Sequence[Path], merge_unrelated: bool = False) -> tu
 
 
 def _profiler_units(src: Path) -> list[Source]:
-    """The Ascend/MindSpore/msprof units at or under the directory `src` (the first layout that
-    matches, as before: a torch_npu rank directory holds msprof PROF_* directories of its own)."""
-    if rank_dirs := ascend.find_rank_dirs(src):
-        return [Source(d, "ascend") for d in rank_dirs]
-    if _msprof_dir(src) or msprof.is_device_dir(src):
-        return [Source(d, f) for d, f in msprof_output.units(src)]  # PROF_* with output, or legacy device_N/
-    if mindspore_legacy.is_legacy_dir(src):
-        return [Source(src, "mindspore_legacy")]
-    return [Source(p, "mindspore_cpu") for p in mindspore_cpu.units(src)]  # MindSpore CPU profiler output
+    """The profiler units at or under the directory `src`: those of the first format in
+    `registry.FORMATS` that finds any, with the formats of its layout after it (a unit inside one
+    found before is part of that one). First, not all: a torch_npu rank directory holds msprof
+    PROF_* directories and MindSpore CPU op files of its own."""
+    found: list[Source] = []
+    layout = ""
+    for fmt in registry.FORMATS:
+        if fmt.units is None or (found and (not layout or fmt.layout != layout)):
+            continue
+        new = [p for p in fmt.units(src) if not any(p.is_relative_to(u.path) for u in found)]
+        if new and not found:
+            layout = fmt.layout
+        found += [Source(p, fmt.name) for p in new]
+    return found
 
 
 def _claimed(unit: Source, root: Path) -> Path:
@@ -192,7 +175,7 @@ def _expand_dir(src: Path) -> tuple[list[Source], list[LeftOut]]:
         if any(_ASCEND_DIR.fullmatch(d.name) for d in rel.parents if d.name):
             left.append(LeftOut(p, "inside Ascend profiler output with no ASCEND_PROFILER_OUTPUT/ or PROF_* data"))
             continue
-        if not p.name.lower().endswith(_TRACE_SUFFIXES):
+        if not any(f.files is not None and f.sniff is not None and f.files.fullmatch(p.name) for f in registry.FORMATS):
             kind = "a CSV outside any profiler output directory" if p.name.endswith(".csv") else "a format not read"
             left.append(LeftOut(p, f"not a trace: {kind}"))
             continue
@@ -226,8 +209,8 @@ def _refuse_two_families(units: list[Source], given: Sequence[Path]) -> None:
     """Ascend output and Kineto traces in one import are two jobs: refuse in one line, naming
     each and how to import it alone."""
     families: dict[str, list[Source]] = {}
-    for u in units:
-        families.setdefault(_family(u.format), []).append(u)
+    for u in units:  # a torch_npu job writes no Kineto trace, and the reverse
+        families.setdefault(registry.get(u.format).family, []).append(u)
     if len(families) < 2:
         return
     ascend_units, kineto_units = families["ascend"], families["kineto"]
@@ -277,45 +260,6 @@ def _refuse_duplicates(units: list[Source]) -> None:
             same = "the same path" if u.path.resolve() == seen[key].resolve() else "identical content"
             raise InputError(f"{seen[key]} and {u.path} are the same trace ({same}): give each rank's trace once")
         seen.setdefault(key, u.path)
-
-
-def kineto_source_info(path: Path, index: int, header: dict[str, Any], conv: Any, nbytes: int) -> SourceFile:
-    """What the manifest keeps of one Chrome/Kineto trace file (rank, clock offset, devices, lanes)."""
-    dist = header.get("distributedInfo") or {}
-    rank, base = dist.get("rank") if isinstance(dist, dict) else None, header.get("baseTimeNanoseconds")
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None  # else: the file's index
-    base = base if isinstance(base, (int, float)) and not isinstance(base, bool) else None  # else: 0
-    if rank is not None and not 0 <= rank < 2**31:
-        raise InputError(f"{path}: distributedInfo.rank {rank} is not a rank (a whole number from 0 to {2**31 - 1})")
-    if base is not None and not 0 <= base < 2**62:
-        raise InputError(f"{path}: baseTimeNanoseconds {base} is not a time (ns since 1970, from 0 to 2^62)")
-    kineto = any(k in header for k in ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"))
-    props = header.get("deviceProperties")
-    devices = [
-        {k: d.get(k) for k in ("id", "name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms") if k in d}
-        for d in (props if isinstance(props, list) else [])
-        if isinstance(d, dict)
-    ]
-    info: dict[str, Any] = {k: header[k] for k in ("distributedInfo", "trace_id", "displayTimeUnit") if k in header}
-    info["rank_from"] = "file order" if rank is None else "distributedInfo.rank"
-    if base:
-        add_finding(
-            info, "clock_anchor", 1, f"{path.name}: baseTimeNanoseconds {int(base)} ns added to every ts", total=None
-        )
-    return SourceFile(
-        path=str(path),
-        format="kineto" if kineto else "chrome",
-        rank=index if rank is None else rank,
-        index=index,
-        offset_ns=0 if base is None else int(base),
-        version=str(header["schemaVersion"]) if "schemaVersion" in header else None,
-        bytes=nbytes,
-        events=sum(conv.counts.values()),
-        host=host if isinstance(host := header.get("host_name"), str) else None,
-        devices=devices,
-        lanes=list(conv.lanes.values()),
-        info=with_anomalies(info, conv),  # both sides' findings: clock_anchor kept
-    )
 
 
 def import_sources(
@@ -759,30 +703,7 @@ def _convert(unit: Source, index: int, sink, step: Callable[[int], None]) -> Sou
 
 
 def _convert_unit(unit: Source, index: int, sink, step: Callable[[int], None]) -> SourceFile:
-    if unit.format in ("msprof", "msprof_output", "ascend_trace", "mindspore_legacy", "mindspore_cpu"):
-        convert = {
-            "msprof": msprof.convert_device_dir,
-            "ascend_trace": msprof.convert_trace,
-            "msprof_output": msprof_output.convert,
-            "mindspore_legacy": mindspore_legacy.convert,
-            "mindspore_cpu": mindspore_cpu.convert,
-        }[unit.format]
-        return convert(unit.path, index, sink, step)
-    if unit.format == "ascend":
-        conv, info = ascend.convert_rank_dir(unit.path, index, sink, step)
-        rank = ascend.rank_of(unit.path)
-        return SourceFile(
-            path=str(unit.path),
-            format="mindspore" if unit.path.name.endswith("_ascend_ms") else "torch_npu",
-            rank=rank if rank is not None else index,
-            index=index,
-            bytes=_size(unit.path),
-            events=sum(conv.counts.values()),
-            lanes=list(conv.lanes.values()),
-            info={"rank_from": "file order" if rank is None else "profiler_info", **with_anomalies(info, conv)},
-        )
-    reader, conv = convert_file(unit.path, index, sink, step)
-    return kineto_source_info(unit.path, index, reader.header, conv, unit.path.stat().st_size)
+    return registry.get(unit.format).convert(unit.path, index, sink, step)
 
 
 def _rank_findings(infos: list[SourceFile]) -> list[dict[str, Any]]:

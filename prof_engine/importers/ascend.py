@@ -24,10 +24,12 @@ from typing import Any
 
 from prof_engine.errors import InputError
 from prof_engine.importers import classify, mindspore_cpu, vendor_csv
-from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text
+from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text, with_anomalies
+from prof_engine.importers.formats import Format, Progress
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import BadTime, us_text_to_ns
 from prof_engine.importers.vendor_csv import VendorCsv
+from prof_engine.store.builder import SourceFile
 from prof_engine.store.quality import add_finding
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -77,7 +79,7 @@ def is_rank_dir(path: Path) -> bool:
     return (path / OUTPUT_DIR).is_dir()
 
 
-def find_rank_dirs(path: Path) -> list[Path]:
+def units(path: Path) -> list[Path]:
     """The rank directories at or under `path` (a rank dir itself, or a cluster of them)."""
     if is_rank_dir(path):
         return [path]
@@ -671,3 +673,23 @@ def _rank_info(rank_dir: Path) -> dict[str, Any]:
                     }
                 )
     return info
+
+
+# -- the importer protocol ---------------------------------------------------------------------
+def convert(rank_dir: Path, index: int, sink: Sink, progress: Progress) -> SourceFile:
+    """One rank directory (`convert_rank_dir`), and what the manifest keeps of it."""
+    conv, info = convert_rank_dir(rank_dir, index, sink, progress)
+    rank = rank_of(rank_dir)
+    return SourceFile(
+        path=str(rank_dir),
+        format="mindspore" if rank_dir.name.endswith("_ascend_ms") else "torch_npu",
+        rank=rank if rank is not None else index,
+        index=index,
+        bytes=sum(p.stat().st_size for p in rank_dir.rglob("*") if p.is_file()),
+        events=sum(conv.counts.values()),
+        lanes=list(conv.lanes.values()),
+        info={"rank_from": "file order" if rank is None else "profiler_info", **with_anomalies(info, conv)},
+    )
+
+
+FORMAT = Format("ascend", "ascend", convert, units=units)

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from prof_engine.errors import InputError
 from prof_engine.importers.chrome import ChromeConverter
+from prof_engine.importers.formats import Format
 from prof_engine.store.builder import SourceFile
 from prof_engine.store.quality import add_finding
 
@@ -186,3 +187,8 @@ def convert(path: Path, index: int, sink, progress: Callable[[int], None]) -> So
         lanes=list(conv.lanes.values()),
         info={"rank_from": "file name" if rank is not None else "file order", **info},
     )
+
+
+# -- the importer protocol ---------------------------------------------------------------------
+# a timestamp file given by name is this format's whatever it holds (its errors are the reader's)
+FORMAT = Format("mindspore_cpu", "ascend", convert, units=units, files=TIMESTAMP)

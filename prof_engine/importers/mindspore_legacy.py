@@ -31,6 +31,7 @@ from typing import NoReturn
 
 from prof_engine.errors import InputError
 from prof_engine.importers.chrome import Sink
+from prof_engine.importers.formats import Format
 from prof_engine.importers.jsonstream import read_json
 from prof_engine.importers.vendor_csv import VendorCsv
 
@@ -42,6 +43,11 @@ STEP_COLUMNS = ("step_num", "start_point", "end_point", "total")
 def is_legacy_dir(path: Path) -> bool:
     """A folder holding legacy MindSpore summaries (step_trace_raw_*_detail_time.csv / hccl_raw_*.csv)."""
     return any(STEP_TRACE.fullmatch(p.name) or HCCL_RAW.fullmatch(p.name) for p in path.iterdir() if p.is_file())
+
+
+def units(path: Path) -> list[Path]:
+    """The folder itself when it holds legacy summaries (one unit, refused by `convert`), else []."""
+    return [path] if is_legacy_dir(path) else []
 
 
 def ranks(path: Path) -> list[int]:
@@ -146,3 +152,7 @@ def convert(path: Path, index: int, sink: Sink, progress: Callable[[int], None])
         "in time; import the run's PROF_* directory, or profile with MindSpore >= 2.3 "
         "(ASCEND_PROFILER_OUTPUT)"
     )
+
+
+# -- the importer protocol ---------------------------------------------------------------------
+FORMAT = Format("mindspore_legacy", "ascend", convert, units=units)

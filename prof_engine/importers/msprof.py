@@ -20,8 +20,9 @@ Owns two kinds of unit (ascend_formats.md §1.1, §2.5, §2.7, §2.10):
   the other Step Trace records (FP_BP Time, Iteration Refresh, Reduce) are `device_range`. Host
   records of a per-iteration file (CANN `GE@Infer`, which starts before the device's iteration)
   take the iteration the file is sliced for — the source's own attribution.
-* `ascend_trace`: a lone Ascend Chrome trace file (`trace_view.json`, `msprof_*.json`) passed
-  directly, converted by `AscendConverter` (with its sibling kernel_details.csv when present).
+* `ascend_trace`: a lone Ascend Chrome trace file (`trace_view.json`, `msprof_*.json`; found by
+  `ascend_trace`) passed directly, converted by `AscendConverter` (with its sibling
+  kernel_details.csv when present).
   A lone legacy timeline (monotonic clock) is refused: only its PROF_* directory anchors it.
 """
 
@@ -37,6 +38,7 @@ import msgspec
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend
 from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, with_anomalies
+from prof_engine.importers.formats import Format
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store.builder import SourceFile
@@ -52,8 +54,7 @@ DEVICE_LANES = {"Ascend Hardware", "HCCL", "Communication", "Step Trace", "Overl
 NODE_SUFFIX = re.compile(r"\d+(?:_\d+)?\n?")  # after `-op` (`\n?`: `$` of the former search)
 _TRAILING_IDENT = re.compile(r"[A-Za-z0-9_]*")  # matched on the reversed text: the identifier's tail
 EPOCH_MIN_NS = 10**18  # 2001-09-09: an earlier timestamp is not epoch time (a monotonic clock)
-_ASCEND_HEAD = re.compile(rb'"Ascend Hardware"|"labels"\s*:\s*"NPU')
-_ASCEND_NAME = re.compile(r"trace_view\.json|msprof_.*\.json")
+MERGED_DIR = "mindstudio_profiler_output"  # CANN >= 8's merged deliverables (`msprof_output`)
 
 
 class _Extra(msgspec.Struct, gc=False):
@@ -72,26 +73,38 @@ def is_device_dir(path: Path) -> bool:
     return bool(DEVICE_DIR.fullmatch(path.name)) and bool(_timeline_files(path))
 
 
-def device_dirs(path: Path) -> list[Path]:
-    """The legacy device directories at or under a PROF_* directory (or a directory of them).
+def prof_folder(path: Path) -> bool:
+    """A CANN msprof PROF_* directory, a directory of them, its mindstudio_profiler_output/, or a
+    legacy device directory: the folders whose msprof units are looked for (this format's and
+    `msprof_output`'s; a PROF_* deeper down is another folder's)."""
+    return (
+        path.name.startswith("PROF_")
+        or any(p.is_dir() for p in path.glob("PROF_*"))
+        or (path / MERGED_DIR).is_dir()
+        or path.name == MERGED_DIR
+        or is_device_dir(path)
+    )
 
-    Raises a one-line InputError when there is none (a modern or raw-only PROF_* layout)."""
+
+def units(path: Path) -> list[Path]:
+    """The legacy device directories at or under an msprof folder (`prof_folder`); [] elsewhere.
+
+    Raises a one-line InputError for an msprof folder with neither these nor msprof's merged
+    output (a raw-only PROF_* layout): the last of the PROF_* layout's formats says it."""
+    if not prof_folder(path):
+        return []
+    if path.name == MERGED_DIR:
+        path = path.parent
     if is_device_dir(path):
         return [path]
     found = sorted((d for d in path.rglob("device_*") if d.is_dir() and is_device_dir(d)), key=str)
-    if not found:
+    if not found and not any(p.is_dir() for p in path.rglob(MERGED_DIR)):
         raise InputError(
             f"{path}: a CANN msprof PROF_* directory with neither per-device timelines "
             "(device_N/timeline/msprof_*.json) nor mindstudio_profiler_output/ (msprof_*.json, op_summary_*.csv): "
             "no profiling data to import (was it exported with --type=db only? the msprof_*.db export is not read yet)"
         )
     return found
-
-
-def looks_ascend(path: Path, head: bytes) -> bool:
-    """A Chrome-trace array from Ascend tools: by name (trace_view.json, msprof_*.json) or by its
-    first bytes naming an Ascend lane (`Ascend Hardware`, an `NPU` process label)."""
-    return bool(_ASCEND_NAME.fullmatch(path.name) or _ASCEND_HEAD.search(head))
 
 
 def _timeline_files(device_dir: Path) -> list[Path]:
@@ -330,3 +343,8 @@ def _check_epoch(path: Path, events: list[Event]) -> bool:
             )
         return True
     return False
+
+
+# -- the importer protocol ---------------------------------------------------------------------
+# after msprof_output's in the registry: one PROF_* layout, its merged output's units listed first
+FORMAT = Format("msprof", "ascend", convert_device_dir, units=units, layout="msprof")

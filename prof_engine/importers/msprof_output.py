@@ -32,10 +32,11 @@ from typing import Any
 from prof_engine.errors import InputError
 from prof_engine.importers import ascend, msprof
 from prof_engine.importers.chrome import Args, Described, Sink, _text, with_anomalies
+from prof_engine.importers.formats import Format
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store.builder import SourceFile
 
-OUTPUT_DIR = "mindstudio_profiler_output"
+OUTPUT_DIR = msprof.MERGED_DIR
 TIMELINE = re.compile(r"msprof(?:_slice_(\d+))?_(\d{14})\.json")
 OP_SUMMARY = re.compile(r"op_summary(?:_slice_(\d+))?_(\d{14})\.csv")
 SUMMARY_COLUMNS = {**ascend.KERNEL_COLUMNS, "Device": ("Device_id",)}
@@ -48,24 +49,15 @@ def has_output(path: Path) -> bool:
     return (path / OUTPUT_DIR).is_dir()
 
 
-def units(path: Path) -> list[tuple[Path, str]]:
-    """(path, format) of the import units at or under an msprof directory: each PROF_* directory with
-    `mindstudio_profiler_output/` is one `msprof_output` unit, legacy device directories elsewhere
-    are `msprof` units (`msprof.device_dirs`, whose one-line error stands when there is neither)."""
+def units(path: Path) -> list[Path]:
+    """The PROF_* directories with `mindstudio_profiler_output/` at or under an msprof folder
+    (`msprof.prof_folder`), one unit each; [] elsewhere. The legacy device directories beside them
+    are `msprof`'s units (the PROF_* layout's next format)."""
+    if not msprof.prof_folder(path):
+        return []
     if path.name == OUTPUT_DIR:
         path = path.parent
-    modern = [path] if has_output(path) else sorted({p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
-    if not modern:
-        return [(d, "msprof") for d in msprof.device_dirs(path)]
-    legacy = sorted(
-        (
-            d
-            for d in path.rglob("device_*")
-            if d.is_dir() and msprof.is_device_dir(d) and not any(d.is_relative_to(m) for m in modern)
-        ),
-        key=str,
-    )
-    return [(d, "msprof_output") for d in modern] + [(d, "msprof") for d in legacy]
+    return [path] if has_output(path) else sorted({p.parent for p in path.rglob(OUTPUT_DIR) if p.is_dir()}, key=str)
 
 
 def slice_files(output_dir: Path, pattern: re.Pattern[str], stem: str) -> list[Path]:
@@ -236,3 +228,7 @@ def _source(
             **with_anomalies(found, conv),
         },
     )
+
+
+# -- the importer protocol ---------------------------------------------------------------------
+FORMAT = Format("msprof_output", "ascend", convert, units=units, layout="msprof")
