@@ -73,11 +73,6 @@ class Source:
     format: str  # its format's name (`registry.FORMATS`)
 
 
-def _skipped(rel: Path) -> bool:
-    """Hidden files and prof-engine runs (a directory scan must not re-import its own output)."""
-    return any(part.startswith(".") for part in rel.parts) or rel.name == "manifest.json"
-
-
 @dataclass(frozen=True)
 class LeftOut:
     """A file of a scanned directory that is not imported, and why (the manifest's `left_out`)."""
