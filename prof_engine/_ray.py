@@ -28,12 +28,32 @@ class TaskFailed(ProfEngineError):
     """A Ray task that did not return: its own ProfEngineError, or its worker died."""
 
 
-def check_executor(executor: str | None, address: str | None, error: type[ProfEngineError]) -> None:
-    """`error` for an executor prof-engine does not know, or a Ray address without `ray`."""
+def executor_misuse(
+    executor: str | None, address: str | None, ranks_per_task: int | None = None
+) -> tuple[str, str] | None:
+    """The first rule of the executor options that these break, as (the option at fault, why), or
+    None. The one place the rules are: the CLI (a usage error), `engine.RunOptions` and the import
+    each ask it."""
     if executor is not None and executor not in EXECUTORS:
-        raise error(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
-    if address and executor != "ray":
-        raise error("--address names a Ray cluster: use it with --executor ray")
+        return "--executor", f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}"
+    if executor is None and (address is not None or ranks_per_task is not None):
+        given = [
+            name for name, value in (("--address", address), ("--ranks-per-task", ranks_per_task)) if value is not None
+        ]
+        return "--executor", f"these options go with --executor: {', '.join(given)}"
+    if address is not None and executor != "ray":
+        return "--address", "--address names a Ray cluster: use it with --executor ray"
+    if ranks_per_task is not None and ranks_per_task < 1:
+        return "--ranks-per-task", f"ranks per task: {ranks_per_task} is not a positive number of ranks"
+    return None
+
+
+def check_executor(
+    executor: str | None, address: str | None, error: type[ProfEngineError], ranks_per_task: int | None = None
+) -> None:
+    """`error` where the executor options break a rule (`executor_misuse`)."""
+    if misuse := executor_misuse(executor, address, ranks_per_task):
+        raise error(misuse[1])
 
 
 def connect(address: str | None) -> Any:

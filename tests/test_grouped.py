@@ -146,16 +146,8 @@ def test_open_with_an_executor_answers_from_the_groups(generated, monkeypatch, t
         assert len(rounds) == 1 and "data_quality" in rounds[0]  # show: one round of tasks
         assert run._pool is pool is not None  # the same workers, round after round
     assert run._pool is None
-    with pytest.raises(QueryError, match="go with an executor"):
+    with pytest.raises(QueryError, match="go with --executor"):
         prof_engine.open(generated, ranks_per_task=5)
-
-
-def test_named_views_are_the_words_of_the_sql():
-    from prof_engine.engine.views import named
-
-    sql = "SELECT \"op_summary\".x FROM step_trace -- slow_rank\nWHERE y = 'overlap'"
-    assert sorted(named(sql)) == ["op_summary", "step_trace"]
-    assert named("SELECT * FROM summary_top_ops(3) WHERE is_device_task(x)") == ["_classify", "_summary"]
 
 
 def test_order_by_is_the_top_level_one():

@@ -85,16 +85,11 @@ RanksPerTaskOpt = Annotated[
 
 
 def _check_executor(executor: str | None, address: str | None, ranks_per_task: int | None) -> None:
-    from prof_engine._ray import EXECUTORS
+    """The executor options' rules (`_ray.executor_misuse`), broken: a usage error (exit 2)."""
+    from prof_engine._ray import executor_misuse
 
-    if executor is not None and executor not in EXECUTORS:
-        raise typer.BadParameter(
-            f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}", param_hint="--executor"
-        )
-    if executor is None and (address is not None or ranks_per_task is not None):
-        raise typer.BadParameter("--address and --ranks-per-task go with --executor", param_hint="--executor")
-    if address is not None and executor != "ray":
-        raise typer.BadParameter("--address names a Ray cluster: use it with --executor ray", param_hint="--address")
+    if misuse := executor_misuse(executor, address, ranks_per_task):
+        raise typer.BadParameter(misuse[1], param_hint=misuse[0])
 
 
 class _Progress:

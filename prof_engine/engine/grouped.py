@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from prof_engine import _ray
 from prof_engine._process import start_worker
 from prof_engine._sql import literal
 from prof_engine.engine import session
+from prof_engine.engine.options import RunOptions
 from prof_engine.engine.session import Run, open_run, step_numbers
 from prof_engine.engine.views import LITERALS, ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
@@ -82,8 +83,7 @@ def plan(
         if name not in defs:
             known = ", ".join(v.name for v in public_views())
             raise QueryError(f"unknown view {name!r}; views: {known}")
-    if ranks_per_task is not None and ranks_per_task < 1:
-        raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
+    _ray.check_executor("local", None, QueryError, ranks_per_task)  # the rules of ranks_per_task
     have = read_manifest(run_path(path))["ranks"]
     chosen = sorted({int(r) for r in ranks}) if ranks else list(have)
     if missing := sorted(set(chosen) - set(have)):
@@ -127,24 +127,14 @@ class GroupedRun(Run):
     files, and gives the rows `prof_engine.open(path).view(v)` gives; cluster-scope views read it
     unchanged. The files are removed when the run is closed."""
 
-    def __init__(
-        self,
-        path: Path | str,
-        steps: Sequence[int] | None = None,
-        memory_limit: str | None = None,
-        peak_tflops: Mapping[str, float] | None = None,
-        read_only_sql: bool = False,
-        ranks: Sequence[int] | None = None,
-        executor: str = "local",
-        ranks_per_task: int | None = None,
-        address: str | None = None,
-    ) -> None:
-        _ray.check_executor(executor, address, QueryError)
-        if ranks_per_task is not None and ranks_per_task < 1:
-            raise QueryError(f"ranks per task: {ranks_per_task} is not a positive number of ranks")
-        self.executor, self.ranks_per_task, self.address = executor, ranks_per_task, address
+    def __init__(self, path: Path | str, *, options: RunOptions | None = None) -> None:
+        options = options if options is not None else RunOptions()
+        if options.executor is None:  # opened as a GroupedRun: on this machine's cores by default
+            options = dataclasses.replace(options, executor="local")
+        assert options.executor is not None  # for type checkers: set just above
+        self.executor, self.ranks_per_task, self.address = options.executor, options.ranks_per_task, options.address
         self._pool: ProcessPoolExecutor | None = None  # `executor="local"`'s workers, from the first round
-        super().__init__(path, steps, memory_limit, peak_tflops, read_only_sql, ranks)
+        super().__init__(path, options=options)
 
     def _open(self) -> None:
         self._groups = Path(tempfile.mkdtemp(prefix="prof-engine-groups-"))
@@ -160,14 +150,20 @@ class GroupedRun(Run):
         return [self._groups]
 
     def prepare(self, names: Iterable[str]) -> None:
-        """Compute by grouped execution, in one round of tasks, the rank-scope views that `names`
-        read (`_rank_views`) and no earlier query computed; then create the rest of what `names`
-        need (`Run.prepare`), over the groups' rows (macros bind at their creation)."""
+        """Compute on the executor the rank-scope views `names` read (`compute_by_groups`); then
+        create the rest of what they need (`create_views`), over the groups' rows (macros bind at
+        their creation)."""
         names = list(names)
+        self.compute_by_groups(names)
+        self.create_views(names)
+
+    def compute_by_groups(self, names: Sequence[str]) -> None:
+        """Compute by grouped execution, in one round of tasks, the rank-scope views that `names`
+        read (`_rank_views`) and no earlier query computed; each then reads its groups' files."""
         if any(n not in self._grouped for n in _rank_views(names)):
             chosen = plan(self.path, names, self.ranks_per_task, self.steps, self.ranks, self._cpus())
             wanted = tuple(n for n in chosen.rank_views if n not in self._grouped)
-            super().prepare(wanted)  # the views over the run, whose columns the groups' files get
+            self.create_views(wanted)  # the views over the run, whose columns the groups' files get
             chosen = dataclasses.replace(chosen, rank_views=wanted)
             if self.executor == "ray":
                 files = _run_ray(chosen, self._groups, self.address)
@@ -176,7 +172,6 @@ class GroupedRun(Run):
             for name in wanted:
                 _read_groups(self, definitions()[name], files[name])
                 self._grouped.add(name)
-        super().prepare(names)
 
     def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
         self.prepare(["_summary", "data_quality"])  # one round: summary's tables open with its warnings
@@ -231,7 +226,15 @@ def open_grouped(
     for name in views:
         if name not in known:
             raise QueryError(f"unknown view {name!r}; views: {', '.join(sorted(known))}")
-    run = GroupedRun(path, steps, memory_limit, None, False, ranks, executor, ranks_per_task, address)
+    options = RunOptions(
+        tuple(steps) if steps else None,
+        tuple(ranks) if ranks else None,
+        memory_limit,
+        executor=executor,
+        ranks_per_task=ranks_per_task,
+        address=address,
+    )
+    run = GroupedRun(path, options=options)
     try:
         run.prepare(views)
     except BaseException:

@@ -18,11 +18,13 @@ from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from prof_engine import schema
 from prof_engine._process import address_space_limit
 from prof_engine._sql import literal, no_progress_bar, size_bytes
-from prof_engine.engine.views import ViewDef, closure, definitions, named, public_views, words
+from prof_engine.engine.options import RunOptions
+from prof_engine.engine.views import ViewDef, closure, defining, definitions, public_views, reads
 from prof_engine.errors import QueryError, RunError
 from prof_engine.store.location import is_remote, register, run_path
 from prof_engine.store.manifest import (
@@ -112,13 +114,6 @@ ON_DEMAND = ("_summary",)
 # Files of queries/ that only finalisation uses (the lanes' macros: every run stores the lanes); not
 # created in a run's session, whatever its queries name (~19 ms).
 FINALIZE_ONLY = ("_lanes",)
-
-# Words of SQL that reads DuckDB's catalog: a `Run` then creates every view first, so that what the
-# catalog lists is the run's views, not the few its queries named so far.
-CATALOG_WORDS = frozenset(
-    "duckdb_views duckdb_tables duckdb_columns duckdb_functions duckdb_dependencies information_schema "
-    "pg_catalog sqlite_master show pragma".split()
-)
 
 # Titles of `Run.summary`'s tables that other faces look for (the report charts the steps).
 QUALITY_TITLE = "Data quality (data_quality: what the import had to guess)"
@@ -223,6 +218,13 @@ def _explained(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     """The kind of statement the EXPLAIN statement `sql` explains: what follows `EXPLAIN [ANALYZE]`
     and its options in parentheses, if any ("SELECT" where either reading parses as one SELECT;
     "a statement" where neither parses alone). EXPLAIN ANALYZE runs its statement: a COPY in it writes."""
+    kinds = [kind for _, kind in _explained_statements(con, sql)]
+    return "SELECT" if "SELECT" in kinds else next((k for k in kinds if k), "a statement")
+
+
+def _explained_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, str | None]]:
+    """The readings of what the EXPLAIN statement `sql` explains, each with its kind (`_kind`):
+    what follows `EXPLAIN [ANALYZE]`, and what follows its options in parentheses, if any."""
     tokens = _tokens(sql)
     at = 1 + (len(tokens) > 1 and tokens[1][1].upper() in ("ANALYZE", "ANALYSE"))
     starts = [tokens[at][0]] if at < len(tokens) else []
@@ -233,8 +235,7 @@ def _explained(con: duckdb.DuckDBPyConnection, sql: str) -> str:
             if depth == 0:
                 starts += [tokens[k + 1][0]] if k + 1 < len(tokens) else []
                 break
-    kinds = [_kind(con, sql[start:]) for start in starts]
-    return "SELECT" if "SELECT" in kinds else next((k for k in kinds if k), "a statement")
+    return [(sql[start:], _kind(con, sql[start:])) for start in starts]
 
 
 def refusal(con: duckdb.DuckDBPyConnection, query: str) -> str | None:
@@ -286,6 +287,8 @@ def sandbox(con: duckdb.DuckDBPyConnection, files: Iterable[str], *also: Path) -
 # columns, the query's line with a caret under the error.
 HINT_LINES = 4
 _MISSING_TABLE = re.compile(r"Catalog Error: Table with name (.+?) does not exist")
+# What DuckDB's binder lacks: a table or view, a scalar or table function (`Run._bind`)
+_MISSING_NAME = re.compile(r'Catalog Error: [A-Za-z ]*with name "?([^"\s!]+)"? does not exist')
 
 
 def query_error(e: Exception, hints: bool = False) -> QueryError:
@@ -340,24 +343,15 @@ class Run:
     attached, no setting changed (`sandbox`).
     """
 
-    def __init__(
-        self,
-        path: Path | str,
-        steps: Sequence[int] | None = None,
-        memory_limit: str | None = None,
-        peak_tflops: Mapping[str, float] | None = None,
-        read_only_sql: bool = False,
-        ranks: Sequence[int] | None = None,
-    ) -> None:
+    def __init__(self, path: Path | str, *, options: RunOptions | None = None) -> None:
         self.path = run_path(path)
-        self.steps = [int(s) for s in steps] if steps else None
-        self.ranks = sorted({int(r) for r in ranks}) if ranks else None
-        self.read_only_sql = read_only_sql
-        self._options = (memory_limit, peak_tflops)
+        self.options = options if options is not None else RunOptions()
+        self.steps = list(self.options.steps) if self.options.steps else None
+        self.ranks = list(self.options.ranks) if self.options.ranks else None
+        self.read_only_sql = self.options.read_only_sql
         self._open()
 
     def _open(self) -> None:
-        memory_limit, peak_tflops = self._options
         whole = read_manifest(self.path)
         try:
             self.manifest = restrict(whole, self.ranks)
@@ -365,11 +359,11 @@ class Run:
             raise QueryError(f"{self.path}: {e}") from None
         if self.steps:
             _check_steps(self.path, self.manifest, self.steps)
-        self.con = connect(memory_limit)
+        self.con = connect(self.options.memory_limit)
         # the files of queries/ not created in this session yet
         self._uncreated = set(definitions()) - set(FINALIZE_ONLY)
         try:
-            attach(self.con, self.path, whole, self.steps, peak_tflops, (), self.ranks)
+            attach(self.con, self.path, whole, self.steps, self.options.peak_tflops, (), self.ranks)
             if self.read_only_sql:
                 sandbox(self.con, _READS.get(self.con, ()), *self._derived_dirs())
         except BaseException:
@@ -406,15 +400,66 @@ class Run:
         self.con.close()
         release_snapshots(self.con)
 
-    def prepare(self, names: Iterable[str]) -> None:
+    def create_views(self, names: Iterable[str]) -> None:
         """Create the files of queries/ `names` (views, macros), and all they require, that this
-        session has not created yet. `sql` prepares what its query names; other readers of `con`
-        (export) call this first."""
+        session has not created yet: their SQL, computed where a query reads them."""
         wanted = closure(names) & self._uncreated
         for view in definitions().values():  # each after what it requires: macros bind at creation
             if view.name in wanted:
                 _create(self.con, view)
         self._uncreated -= wanted
+
+    def prepare(self, names: Iterable[str]) -> None:
+        """Make the files of queries/ `names` ready to read: created (`create_views`); a
+        `GroupedRun` computes their rank-scope views on its executor first. `sql` prepares what
+        its query reads; other readers of `con` (export) call this first."""
+        self.create_views(names)
+
+    def _ready(self, query: str) -> None:
+        """Prepare what `query` reads, as DuckDB's parser finds it (`views.reads`), in one call
+        (a `GroupedRun`: one round of tasks). Views named in its strings (SQL run from a string:
+        `query_table('op_summary')`) are created, not computed; a query of the catalog creates
+        every view first, so that it lists the run's views. A statement the parser does not
+        serialise (EXPLAIN, COPY, PRAGMA...) is bound instead (`_bind`)."""
+        try:
+            statements = [(s.type, s.query) for s in self.con.extract_statements(query)]
+        except (duckdb.Error, ValueError):  # SQL that does not parse: its query says why, with hints
+            return
+        names: set[str] = set()
+        unread: list[str] = []
+        catalog = False
+        for kind, text in statements:
+            if kind == duckdb.StatementType.EXPLAIN:  # what it explains
+                text = next((t for t, k in _explained_statements(self.con, text) if k), text)
+            found = reads(self.con, text)
+            if found is None:
+                catalog |= kind == duckdb.StatementType.PRAGMA  # PRAGMA show_tables, table_info
+                unread += [text] * (kind != duckdb.StatementType.PRAGMA)
+                continue
+            catalog |= found.catalog
+            names |= found.names
+            self.create_views(defining(found.in_strings))
+        if catalog:
+            self.create_views([name for name in definitions() if name not in ON_DEMAND])
+        self.prepare(defining(names))
+        for text in unread:
+            self._bind(text)
+
+    def _bind(self, statement: str) -> None:
+        """Prepare what `statement` reads by binding it (`EXPLAIN`: bound and planned, not run) as
+        often as DuckDB's binder names a view, macro or table function of queries/ it lacks."""
+        for _ in range(len(definitions())):  # each round prepares one file at least
+            try:
+                self.con.execute(f"EXPLAIN {statement}")
+                return
+            except duckdb.CatalogException as e:
+                missing = _MISSING_NAME.search(str(e))
+                files = [f for f in defining([missing[1]]) if f in self._uncreated] if missing else []
+                if not files:
+                    return  # not one of ours: running the statement says so
+                self.prepare(files)
+            except (duckdb.Error, ValueError):  # the statement's own error: running it says so
+                return
 
     def sql(self, query: str, params: Iterable[Any] | None = None) -> Result:
         """Run SQL over the run's tables and views; return the result."""
@@ -424,12 +469,7 @@ class Run:
                     f"--safe runs read-only SQL (SELECT, EXPLAIN [ANALYZE] of a SELECT, PRAGMAs that read "
                     f"the catalog), not {refused}"
                 )
-            # created, not computed (`GroupedRun.prepare`): every view for a query of the catalog,
-            # and those named in its strings too (SQL run from a string: `query_table('op_summary')`)
-            if words(query) & CATALOG_WORDS:
-                Run.prepare(self, [name for name in definitions() if name not in ON_DEMAND])
-            Run.prepare(self, named(query, literals=True))
-            self.prepare(named(query))
+            self._ready(query)
             rel = self.con.sql(query, params=list(params) if params is not None else None)
             return Result(rel.to_arrow_table() if rel is not None else pa.table({}))
         except duckdb.IOException as e:
@@ -459,10 +499,11 @@ class Run:
         self.prepare(["_summary"])
         n = max(int(top), 1)
         tables = {}
-        if self.quality_warnings():  # first: every number below rests on these guesses
-            tables[QUALITY_TITLE] = self.sql(
-                'SELECT "Rank", "Device", "Rule", "Count", "Share(%)", "Detail" FROM data_quality WHERE "Level" = \'warning\''
-            )
+        # each table is computed once: data_quality's warnings filtered from its rows, here
+        quality = self.quality().arrow()
+        warned = quality.filter(pc.equal(quality["Level"], "warning"))
+        if warned.num_rows:  # first: every number below rests on these guesses
+            tables[QUALITY_TITLE] = Result(warned.select(["Rank", "Device", "Rule", "Count", "Share(%)", "Detail"]))
         tables |= {
             STEPS_TITLE: self._head("summary_steps", n * 10),
             f"Top {n} ops by total duration": self._head("summary_top_ops", n),
@@ -486,12 +527,10 @@ class Run:
 
     def _head(self, macro: str, limit: int) -> Result:
         """The first `limit` rows of the summary table macro `macro`, with `total` its row count in
-        full: counted (the macro without a limit) only where there are more rows than that."""
-        head = self.sql(f"SELECT * FROM {macro}(?)", [limit + 1])
-        if len(head) <= limit:
-            return head
-        total = self.sql(f"SELECT count(*) FROM {macro}(NULL)").rows()[0][0]
-        return Result(head.arrow().slice(0, limit), total)
+        full: the macro's rows are computed once, all of them (summaries: aggregates, a row per
+        name, rank or step), and cut here (a count by a second query computed the table again)."""
+        rows = self.sql(f"SELECT * FROM {macro}(NULL)").arrow()
+        return Result(rows.slice(0, limit), rows.num_rows)
 
     def quality(self) -> Result:
         """The `data_quality` view: what the import had to guess, per rank, device and rule."""
@@ -500,22 +539,7 @@ class Run:
     def quality_warnings(self) -> list[str]:
         """One line per data-quality warning rule that fired, over every rank and device: what
         `import` prints as warnings and `info` lists (empty when nothing was guessed)."""
-        by_rule: dict[str, list[tuple]] = {}
-        for row in self.quality().rows():
-            if row[8] == "warning":  # notes say how the data was read: `check` lists them
-                by_rule.setdefault(row[2], []).append(row)
-        lines = []
-        for rule, rows in by_rule.items():
-            count = sum(r[3] for r in rows)
-            totals = [r[4] for r in rows]
-            share = (
-                f" of {sum(totals):,} ({100 * count / sum(totals):.2f} %)" if None not in totals and sum(totals) else ""
-            )
-            where = sorted({f"r{r[0]}" + (f":{r[1]}" if r[1] else "") for r in rows if r[0] is not None})
-            at = f" on {', '.join(where[:6])}{', ...' if len(where) > 6 else ''}" if where else ""
-            detail = next((r[6] for r in rows if r[6]), None)
-            lines.append(f"{rule}: {count:,}{share}{at}: {rows[0][7]}" + (f" ({detail})" if detail else ""))
-        return lines
+        return warning_lines(self.quality())
 
     def info(self) -> Result:
         """The manifest in brief, as (item, value) rows."""
@@ -573,6 +597,24 @@ class Run:
     def views() -> list[ViewDef]:
         """The public views with their documentation."""
         return public_views()
+
+
+def warning_lines(quality: Result) -> list[str]:
+    """`Run.quality_warnings` of the rows of data_quality `quality`."""
+    by_rule: dict[str, list[tuple]] = {}
+    for row in quality.rows():
+        if row[8] == "warning":  # notes say how the data was read: `check` lists them
+            by_rule.setdefault(row[2], []).append(row)
+    lines = []
+    for rule, rows in by_rule.items():
+        count = sum(r[3] for r in rows)
+        totals = [r[4] for r in rows]
+        share = f" of {sum(totals):,} ({100 * count / sum(totals):.2f} %)" if None not in totals and sum(totals) else ""
+        where = sorted({f"r{r[0]}" + (f":{r[1]}" if r[1] else "") for r in rows if r[0] is not None})
+        at = f" on {', '.join(where[:6])}{', ...' if len(where) > 6 else ''}" if where else ""
+        detail = next((r[6] for r in rows if r[6]), None)
+        lines.append(f"{rule}: {count:,}{share}{at}: {rows[0][7]}" + (f" ({detail})" if detail else ""))
+    return lines
 
 
 def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table, rows: Sequence[tuple] = ()) -> None:
@@ -891,11 +933,20 @@ def open_run(
     """Open the run directory at `path` for querying (`memory_limit`, `peak_tflops`,
     `read_only_sql`, `ranks`: see `Run`). With `executor` ("local": a process pool; "ray": Ray
     tasks, on the cluster at `address`), the rank-scope views a query reads are computed per group
-    of `ranks_per_task` ranks in parallel, the first time one is read (`engine.grouped.GroupedRun`)."""
-    if executor is None:
-        if address is not None or ranks_per_task is not None:
-            raise QueryError("address and ranks_per_task go with an executor")
-        return Run(path, steps, memory_limit, peak_tflops, read_only_sql, ranks)
+    of `ranks_per_task` ranks in parallel, the first time one is read (`engine.grouped.GroupedRun`).
+    The keywords make one `RunOptions`, checked as it is built."""
+    options = RunOptions(
+        tuple(steps) if steps else None,
+        tuple(ranks) if ranks else None,
+        memory_limit,
+        peak_tflops,
+        read_only_sql,
+        executor,
+        ranks_per_task,
+        address,
+    )
+    if options.executor is None:
+        return Run(path, options=options)
     from prof_engine.engine.grouped import GroupedRun  # it builds on this module
 
-    return GroupedRun(path, steps, memory_limit, peak_tflops, read_only_sql, ranks, executor, ranks_per_task, address)
+    return GroupedRun(path, options=options)

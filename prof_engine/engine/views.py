@@ -21,11 +21,14 @@ hold whole statements (macros, helper views) and are executed as written.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+import duckdb
 
 from prof_engine._resources import data_dir
 
@@ -48,8 +51,7 @@ _CREATES = re.compile(
     r'(?:IF\s+NOT\s+EXISTS\s+)?("[^"]+"|\w+)',
     re.IGNORECASE | re.MULTILINE,
 )
-# Literals and comments of SQL: they name nothing a statement reads (`words`), and hold no clause
-# of it (`grouped._order_by`).
+# Literals and comments of SQL: they hold no clause of it (`grouped._order_by`).
 LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
@@ -154,19 +156,88 @@ def definitions() -> dict[str, ViewDef]:
     return ordered
 
 
-def words(sql: str, literals: bool = False) -> set[str]:
-    """The identifiers of `sql`, lower case, outside its literals and comments (`literals`: in them
-    too, as SQL run from a string, `query_table('op_summary')`, names them)."""
-    text = sql if literals else LITERALS.sub(" ", sql)
-    return {w.strip('"').lower() for w in re.findall(r'"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*', text)}
+# What reads DuckDB's catalog: a `Run` then creates every view first, so that what the catalog
+# lists is the run's views, not the few its queries named so far.
+CATALOG_SCHEMAS = frozenset({"information_schema", "pg_catalog"})
+CATALOG_NAMES = frozenset(
+    "duckdb_views duckdb_tables duckdb_columns duckdb_functions duckdb_dependencies sqlite_master".split()
+)
 
 
-def named(sql: str, literals: bool = False) -> list[str]:
-    """The files of queries/ (`definitions`) that create a name `sql` reads: a view, macro or helper
-    view of theirs that is a word of it (`literals`: see `words`). A word that is only a column of
-    the same name costs a view created (or computed) and not read, never a wrong row."""
-    used = words(sql, literals)
-    return [v.name for v in definitions().values() if any(d.lower() in used for d in v.defines)]
+@dataclass(frozen=True)
+class Reads:
+    """What SQL reads, by DuckDB's parser (`reads`): the tables, views, functions and table
+    functions its statements name (lower case); the names in its strings, and what the SQL in
+    them reads; whether it reads DuckDB's catalog."""
+
+    names: frozenset[str]
+    in_strings: frozenset[str]
+    catalog: bool
+
+
+def reads(con: duckdb.DuckDBPyConnection, sql: str) -> Reads | None:
+    """What the statements of `sql` read, from DuckDB's parse of them (`json_serialize_sql`): the
+    table references and function calls of its tree, not its words (a column named as a view is
+    no read of it). A string constant is SQL run from a string (`query_table('op_summary')`,
+    `query('SELECT ...')`): it names what it is, and what it reads where it parses. None where a
+    statement is not a SELECT (DuckDB serialises only those: EXPLAIN, COPY, PRAGMA...) or `sql`
+    does not parse; `Run.sql` then finds what they read by binding them."""
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if tree.get("error"):
+        return None
+    names: set[str] = set()
+    strings: set[str] = set()
+    catalog = _walk(tree, names, strings)
+    in_strings = {s.strip().strip('"').lower() for s in strings}
+    todo = [s for s in strings if " " in s.strip()]  # a name has no space; SQL has
+    while todo:  # the strings that may be SQL, each level parsed in one call
+        parsed = con.execute("SELECT json_serialize_sql(s) FROM unnest(?::VARCHAR[]) AS t(s)", [todo]).fetchall()
+        found: set[str] = set()
+        for (text,) in parsed:
+            if not (inner := json.loads(text)).get("error"):
+                catalog |= _walk(inner, in_strings, found)
+        todo = [s for s in found - strings if " " in s.strip()]
+        strings |= found
+        in_strings |= {s.strip().strip('"').lower() for s in found}
+    return Reads(frozenset(names), frozenset(in_strings), catalog)
+
+
+def _walk(node: object, names: set[str], strings: set[str]) -> bool:
+    """Collect the names a parse tree (`json_serialize_sql`'s) reads into `names`, its string
+    constants into `strings`; return whether it reads the catalog."""
+    catalog = False
+    if isinstance(node, dict):
+        kind = node.get("type")
+        if kind == "BASE_TABLE":
+            name, schema = str(node.get("table_name", "")).lower(), str(node.get("schema_name", "")).lower()
+            names.add(name)
+            catalog |= schema in CATALOG_SCHEMAS or name in CATALOG_NAMES
+        elif kind == "SHOW_REF" and node.get("query") is None:
+            # SHOW TABLES, DESCRIBE alone: the catalog; SHOW <name> describes <name> (DESCRIBE
+            # and SUMMARIZE <name> hold a query over it, walked below)
+            name = str(node.get("table_name", "")).strip('"').lower()
+            if node.get("show_type") == "SHOW" and name:
+                names.add(name)
+            else:
+                catalog = True
+        elif kind == "VALUE_CONSTANT" and (node.get("literal") or {}).get("kind") == "STRING":
+            strings.add(node["literal"]["text"])
+        if isinstance(function := node.get("function_name"), str):
+            names.add(function.lower())
+            catalog |= function.lower() in CATALOG_NAMES
+        for value in node.values():
+            catalog |= _walk(value, names, strings)
+    elif isinstance(node, list):
+        for value in node:
+            catalog |= _walk(value, names, strings)
+    return catalog
+
+
+def defining(names: Iterable[str]) -> list[str]:
+    """The files of queries/ (`definitions`) that create any of `names` (a view, macro or helper
+    view of theirs), in creation order."""
+    wanted = {n.lower() for n in names}
+    return [v.name for v in definitions().values() if any(d.lower() in wanted for d in v.defines)]
 
 
 def closure(names: Iterable[str]) -> set[str]:
