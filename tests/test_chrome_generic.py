@@ -22,7 +22,7 @@ import prof_engine
 from conftest import fixture_path, load_events, write_trace, x
 from prof_engine import _native
 from prof_engine._native import pychunks
-from prof_engine.importers import chrome, chunkconv, scan
+from prof_engine.importers import chrome, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
 
 CATAPULT = {
@@ -230,28 +230,23 @@ def _paired_events() -> list[dict]:
 @pytest.mark.skipif(_native.load() is None, reason="no C compiler here: the native scanner is not built")
 @pytest.mark.parametrize("chunk_bytes, cap", [(64, 2), (700, 5), (1 << 20, 1 << 15)])
 def test_native_and_python_paths_pair_alike(tmp_path, monkeypatch, chunk_bytes, cap):
-    """Chunks cut anywhere: the open B's end (its thread's last event, 65 µs on) is found by the
-    per-event path and by both column paths alike; an async begin never ended closes at its
-    track's last event (req: 4 µs)."""
+    """Chunks cut anywhere: the open B's end (its thread's last event, 65 µs on) is found from both
+    chunk sources alike; an async begin never ended closes at its track's last event (req: 4 µs)."""
     path = write_trace(tmp_path / "t.json", _paired_events())
     monkeypatch.setattr(scan, "CAP", cap)
 
-    def convert(native: bool | None) -> dict:
-        """`chunkconv` over the native (True) or Python (False) chunks, or event by event (None)."""
+    def convert(native: bool) -> dict:
+        """The converter over the native (True) or Python (False) chunks."""
         rows: dict[str, list] = {}
         reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
         conv = chrome.ChromeConverter(0, lambda t, b: rows.setdefault(t, []).extend(b.to_pylist()))
-        if native is None:
-            for events in reader.chunks():
-                conv.feed(events)
-        else:
-            for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
-                chunkconv.feed(conv, chunk)
+        for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
+            conv.feed(chunk)
         conv.finish()
         return {"findings": chrome.anomalies(conv), **rows}
 
     native = convert(True)
-    assert native == convert(False) == convert(None)
+    assert native == convert(False)
     slices = {(r["name"], r["tid"]): r["dur"] for r in native["slices"]}
     assert slices[("open forever", "1")] == 65_000 and slices[("req", "async:net:0x1")] == 3_000
     assert slices[("inner", "async:net:0x1")] == 2_000 and slices[("g", "async:net:7")] == 4_000

@@ -3,7 +3,7 @@
 The columnar converter (`chunkconv`) reads chunks from the C scanner (`scan.Chunk`) or, without
 it, from the decoded events (`pychunks.Chunk`): their columns are compared key by key and mode by
 mode, and every table of the run store row for row, on real Kineto traces and on synthetic traces
-full of odd events, also against the converter's event-by-event code; reads are cut at every kind
+full of odd events; reads are cut at every kind
 of place (inside strings, numbers, escapes, between events, inside the scanner's table of events).
 """
 
@@ -24,7 +24,7 @@ from conftest import fixture_path, write_trace, x
 from prof_engine import _native, importers, schema
 from prof_engine._native import pychunks
 from prof_engine.errors import InputError
-from prof_engine.importers import chrome, chunkconv, scan
+from prof_engine.importers import chrome, scan
 from prof_engine.importers.jsonstream import ChromeTraceReader
 from prof_engine.importers.keys import ARGS_KEYS, TOP_KEYS
 
@@ -251,9 +251,9 @@ def test_real_kineto_traces_same_run(tmp_path, monkeypatch, folder):
     assert native == python and native["slices"]
 
 
-def _convert(path: Path, native: bool | None, chunk_bytes: int) -> dict[str, list]:
+def _convert(path: Path, native: bool, chunk_bytes: int) -> dict[str, list]:
     """The converter's rows of `path`: `chunkconv` over the native scanner's chunks (True) or the
-    pure-Python ones (False), or its event-by-event code (None)."""
+    pure-Python ones (False)."""
     rows: dict[str, list] = {}
 
     def sink(table, batch):
@@ -261,12 +261,8 @@ def _convert(path: Path, native: bool | None, chunk_bytes: int) -> dict[str, lis
 
     reader = ChromeTraceReader(path, chunk_bytes=chunk_bytes)
     conv = chrome.ChromeConverter(0, sink)
-    if native is None:
-        for events in reader.chunks():
-            conv.feed(events)
-    else:
-        for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
-            chunkconv.feed(conv, chunk)
+    for chunk in scan.Scanner(reader).chunks() if native else pychunks.chunks(reader):
+        conv.feed(chunk)
     conv.finish()
     return {"header": reader.header, "counts": conv.counts, "lanes": conv.lanes, **rows}
 
@@ -343,7 +339,7 @@ def test_any_read_size_and_table_size(tmp_path, monkeypatch, chunk_bytes, cap, r
     )
     monkeypatch.setattr(scan, "CAP", cap)
     native = _convert(path, True, chunk_bytes)
-    assert native == _convert(path, False, chunk_bytes) == _convert(path, None, chunk_bytes)
+    assert native == _convert(path, False, chunk_bytes)
 
 
 @pytest.mark.parametrize("closing", ["]", "", ",\n"])
@@ -351,16 +347,14 @@ def test_array_form_with_or_without_closing_bracket(tmp_path, closing):
     path = tmp_path / "t.json"
     path.write_text("[" + ",\n".join(json.dumps(e) for e in _odd_events()) + closing)
     got = _convert(path, True, 64)
-    assert got == _convert(path, False, 64) == _convert(path, None, 64) and got["header"] == {}
+    assert got == _convert(path, False, 64) and got["header"] == {}
 
 
 def test_gzip(tmp_path):
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": _odd_events(), "baseTimeNanoseconds": 5}).encode()))
     got = _convert(path, True, 1000)
-    assert got == _convert(path, False, 1000) == _convert(path, None, 1000) and got["header"] == {
-        "baseTimeNanoseconds": 5
-    }
+    assert got == _convert(path, False, 1000) and got["header"] == {"baseTimeNanoseconds": 5}
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from prof_engine.errors import InputError
-from prof_engine.importers import classify, mindspore_cpu, vendor_csv
-from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text, with_anomalies
+from prof_engine.importers import chunkconv, classify, mindspore_cpu, vendor_csv
+from prof_engine.importers.chrome import Args, ChromeConverter, Described, Sink, _int, _text, chunks, with_anomalies
 from prof_engine.importers.formats import Format, Progress
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
 from prof_engine.importers.units import BadTime, us_text_to_ns
@@ -374,8 +377,8 @@ class AscendConverter(ChromeConverter):
             elif ev.name == "thread_name":
                 self.thread[(pid, _text(ev.tid) or "")] = str(args.get("name", ""))
 
-    def point_device(self, ev: Event) -> str:
-        label = self.label.get(_text(ev.pid) or "", "CPU")
+    def point_device(self, pid: str | None) -> str:
+        label = self.label.get(pid or "", "CPU")
         if not label.startswith("NPU"):
             return "host"
         index = label[3:].strip()  # "NPU 3"; anything but a number names this file's device
@@ -384,7 +387,7 @@ class AscendConverter(ChromeConverter):
     def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
         pid = _text(ev.pid) or ""
         lane = self.process.get(pid, "")
-        device = self.point_device(ev)
+        device = self.point_device(pid)
         if lane == "Overlap Analysis":
             return None  # derived by the vendor; prof-engine recomputes it (view `overlap`)
         if lane == mindspore_cpu.SCOPE_LANE:
@@ -410,6 +413,11 @@ class AscendConverter(ChromeConverter):
             kind = classify.kind_of(cat, name, False)
             return Described(kind, device, input_shapes=_ascend_shapes(a), input_types=_ascend_types(a))
         return Described("other", device)
+
+    def add_slices(self, chunk: chunkconv.Chunk, rows: pa.Array, ts: pa.Array) -> None:
+        """Each `X` event described by its own lane and kernel_details row (`describe`), in order."""
+        for ev in chunk.events(rows.to_pylist()):
+            self._slice(ev)
 
     def _hardware_task(self, ev: Event, a: Args, name: str, device: str) -> Described:
         stream = _int(a.physic_stream) if a.physic_stream is not None else _int(ev.tid)
@@ -492,7 +500,12 @@ def _ascend_types(a: Args) -> str | None:
 
 
 def _metadata(path: Path) -> list[Event]:
-    return [ev for chunk in ChromeTraceReader(path).chunks() for ev in chunk if ev.ph == "M"]
+    """The metadata (`M`) events of a trace file: its lanes, read before its other events."""
+    meta = []
+    for chunk in chunks(ChromeTraceReader(path)):
+        ph = pc.fill_null(chunk.column("ph"), "")
+        meta += chunk.events(pc.indices_nonzero(pc.equal(ph, "M")).to_pylist())
+    return meta
 
 
 def convert_rank_dir(
@@ -537,8 +550,8 @@ def convert_rank_dir(
         conv.cpu_ops = cpu_ops
         if table is not None and table.truncated and rows:
             conv.kernels_until = max((r["Start_ns"] for r in rows if r["Start_ns"] is not None), default=None)
-        for events in ChromeTraceReader(trace, progress=progress).chunks():
-            conv.feed(events)
+        for chunk in chunks(ChromeTraceReader(trace, progress=progress)):
+            conv.feed(chunk)
         if cpu_ops is not None:
             mindspore_cpu.add_ops(conv, cpu_ops, info)
         convert_memory(out, conv, info)

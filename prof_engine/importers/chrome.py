@@ -7,16 +7,17 @@ begins and ends), `i`/`I`/`n`/`T`/`p` instants (Kineto `[memory]` events become 
 Times stay relative to the file's clock here; the store adds `baseTimeNanoseconds` and the rank,
 known only once the whole file is read (those keys may follow the events).
 
-The base converter's chunks go to the columnar converter (`chunkconv`), read by the native scanner
-(`scan`) or, without it, by `pychunks`; it calls back here for the rare events (metadata, counters,
-marks, B/E pairs). Subclasses that override a per-event hook (Ascend, msprof) convert event by event.
+Every converter's chunks (`chunks`: read by the native scanner `scan` or, without it, by `pychunks`)
+go to the columnar converter (`chunkconv`); it calls back here for the rare events (metadata,
+counters, marks) and for chunks holding begin/end pairs. Subclasses (Ascend, msprof) override the
+hooks: `describe`/`after_slice` (so `add_slices` describes their slices row by row) and
+`point_device`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from operator import attrgetter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,7 +42,6 @@ from prof_engine.importers.units import us_text_to_ns
 from prof_engine.store.quality import add_finding
 
 Sink = Callable[[str, pa.RecordBatch], None]
-BATCH_ROWS = 50_000  # rows per column buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
 # Slice columns the converter leaves NULL: finalisation fills them in (queries/store/finalize.sql).
 FINALIZED = (
     "depth",
@@ -98,9 +98,6 @@ class Args(msgspec.Struct, gc=False):
 
 _ARGS = msgspec.json.Decoder(Args)
 _NO_ARGS = Args()
-
-
-_EVENT_HOOKS = ("describe", "after_slice", "point_device", "_slice", "_flow", "_instant", "_memory")
 
 
 class Described(NamedTuple):
@@ -189,9 +186,6 @@ class ChromeConverter:
         self.negative_durations = 0  # slices whose end is before their start: read as 0 µs long
         self.unknown_categories: Counter[str] = Counter()  # slices of kind "other" by unknown category
         self.out_of_range: dict[str, list] = {}  # "time" / "step" -> [count, the first's detail]
-        # The columnar converter (`chunkconv`) reproduces the base class's per-event hooks; a
-        # subclass that overrides any of them (Ascend, msprof) takes its events one by one (`feed`).
-        self.columnar = all(getattr(type(self), m) is getattr(ChromeConverter, m) for m in _EVENT_HOOKS)
 
     def _cut_names(self, sink: Sink) -> Sink:
         """`sink` with every `name` over MAX_NAME characters cut to MAX_NAME (and counted)."""
@@ -211,14 +205,15 @@ class ChromeConverter:
 
         return put
 
-    def feed(self, events: list[Event]) -> None:
-        """The event-by-event conversion of a chunk (subclasses; `chunkconv.feed` for the base class)."""
-        self.dispatch(events)
-        for ph, n in Counter(map(attrgetter("ph"), events)).items():
-            self.counts[ph] = self.counts.get(ph, 0) + n
-        for t in self.tables.values():
-            if len(t) >= BATCH_ROWS:
-                t.flush()
+    def feed(self, chunk: chunkconv.Chunk) -> None:
+        """Convert one chunk of the file's events (`chunkconv.feed`)."""
+        chunkconv.feed(self, chunk)
+
+    def add_slices(self, chunk: chunkconv.Chunk, rows: pa.Array, ts: pa.Array) -> None:
+        """The `X` events at `rows` (int64 indices) of a chunk whose times in ns are `ts`, as
+        slices: in columns (`chunkconv.slices`); a converter whose `describe` reads other files per
+        event (Ascend) describes each row."""
+        chunkconv.slices(self, chunk, rows, ts)
 
     def dispatch(self, events: list[Event]) -> None:
         """Each event to its phase's handler, in order; threads with an open B see how far they run."""
@@ -258,7 +253,7 @@ class ChromeConverter:
         t = self.tables[table]
         for col, vals in t.cols.items():
             vals.append(values.get(col))
-        if len(t) >= BATCH_ROWS:
+        if len(t) >= chunkconv.BATCH_ROWS:
             t.flush()
 
     def finish(self) -> None:
@@ -363,8 +358,8 @@ class ChromeConverter:
             c["args"].append(raw_args.decode() if raw_args else None)
         self.after_slice(a, d)
 
-    def point_device(self, ev: Event) -> str:
-        """Device of an instant, counter or flow event (Chrome traces: the host)."""
+    def point_device(self, pid: str | None) -> str:
+        """Device of the instants, counters and flows of process `pid` (Chrome traces: the host)."""
         return "host"
 
     def after_slice(self, a: Args, d: Described) -> None:
@@ -408,7 +403,7 @@ class ChromeConverter:
         raw_args = args_text(ev)
         c = self.tables["marks"].cols
         c["rank"].append(self.file_index)
-        c["device"].append(self.point_device(ev))
+        c["device"].append(self.point_device(_text(ev.pid)))
         c["step"].append(None)
         c["name"].append(name)
         c["category"].append(_text(ev.cat))
@@ -449,7 +444,7 @@ class ChromeConverter:
         if not isinstance(values, dict):
             return
         c = self.tables["counters"].cols
-        device = self.point_device(ev)
+        device = self.point_device(_text(ev.pid))
         for series, value in values.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 c["rank"].append(self.file_index)
@@ -467,7 +462,7 @@ class ChromeConverter:
             return
         c = self.tables["flows"].cols
         c["rank"].append(self.file_index)
-        c["device"].append(self.point_device(ev))
+        c["device"].append(self.point_device(_text(ev.pid)))
         c["step"].append(None)
         c["category"].append(_text(ev.cat) or "")
         c["flow_id"].append(str(ev.id))
@@ -494,18 +489,19 @@ def _external_id(a: Args) -> int | None:
     return got if got is not None else _int(a.external_id_2021)
 
 
+def chunks(reader: ChromeTraceReader) -> Iterator[chunkconv.Chunk]:
+    """The chunks of the reader's file: the native scanner's, or where it is not built `pychunks`'."""
+    if not scan.available():
+        return pychunks.chunks(reader)
+    # reading ahead on a thread pays for large files; a small one waits on the handoffs instead
+    return scan.Scanner(reader).chunks(threaded=reader.path.stat().st_size > (4 << 20))
+
+
 def convert_file(path: Path, file_index: int, sink: Sink, progress: Callable[[int], None] | None = None):
     """Stream one Chrome trace file into `sink`; return (header keys, lanes, event counts by phase)."""
     reader = ChromeTraceReader(path, progress=progress)
     conv = ChromeConverter(file_index, sink)
-    if conv.columnar:  # one columnar converter, whatever reads the bytes
-        # reading ahead on a thread pays for large files; a small one waits on the handoffs instead
-        threaded = path.stat().st_size > (4 << 20)
-        chunks = scan.Scanner(reader).chunks(threaded) if scan.available() else pychunks.chunks(reader)
-        for chunk in chunks:
-            chunkconv.feed(conv, chunk)
-    else:
-        for events in reader.chunks():
-            conv.feed(events)
+    for chunk in chunks(reader):
+        conv.feed(chunk)
     conv.finish()
     return reader, conv

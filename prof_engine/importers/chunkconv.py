@@ -1,12 +1,14 @@
 """The columnar converter of Chrome/Kineto events: a chunk → canonical record batches, in Arrow.
 
-Every plain chunk (the base `ChromeConverter`'s, whatever read its bytes: the native scanner's
-`scan.Chunk` or the pure-Python `pychunks.Chunk`) comes here: each column is built by Arrow compute
-from the chunk's columns, never as Python lists, with the same rows, ids, comm rows, counts and
-findings as the converter's per-event code gives. Per-value work that Arrow cannot express (the
-kind of a (category, name) pair, shapes text, memory device names) is done once per distinct
-value on the column's dictionary. Rare rows (metadata, counters, marks, B/E pairs, comm details)
-go through the converter's per-event code with the chunk's events.
+Every chunk of every Chrome-family converter (`ChromeConverter` and its Ascend/msprof subclasses,
+whatever read its bytes: the native scanner's `scan.Chunk` or the pure-Python `pychunks.Chunk`)
+comes here: each column is built by Arrow compute from the chunk's columns, never as Python lists,
+with the same rows, ids, comm rows, counts and findings as the converter's per-event code gives.
+Per-value work that Arrow cannot express (the kind of a (category, name) pair, shapes text, memory
+and flow device names) is done once per distinct value on the column's dictionary. Rare rows
+(metadata, counters, marks, comm details), a chunk holding begin/end pairs, and the slices of a
+converter that describes each row itself (`ChromeConverter.add_slices`: Ascend's) go through the
+converter's per-event code with the chunk's events.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from prof_engine.importers.keys import _memory_device, _types_text, shapes_text
 from prof_engine.importers.pairing import PAIRED_PHASES
 from prof_engine.importers.scan import INT, RAW, TEXT, US
 
+BATCH_ROWS = 50_000  # rows per row-buffer flush: bounds the converter's memory (~300 MB at 100 MB of JSON)
+
 if TYPE_CHECKING:
     from prof_engine.importers.chrome import ChromeConverter
 
@@ -36,9 +40,26 @@ class Chunk(Protocol):
     event or `args` key (`keys.TOP_KEYS`, `keys.ARGS_KEYS`) in a mode (`scan.RAW`, TEXT, INT, US),
     for all events or the given rows; and the events themselves, decoded."""
 
+    n: int  # events in the chunk
+
     def column(self, key: str, mode: int = TEXT, rows: pa.Array | None = None) -> pa.Array: ...
 
     def events(self, rows: list[int] | None = None) -> list[Event]: ...
+
+
+class Rows:
+    """Some rows of a chunk, as a chunk (an importer leaves events out: msprof's repeated ones)."""
+
+    def __init__(self, chunk: Chunk, rows: list[int]) -> None:
+        self._chunk, self._rows = chunk, rows
+        self._at = pa.array(rows, pa.int64())
+        self.n = len(rows)
+
+    def column(self, key: str, mode: int = TEXT, rows: pa.Array | None = None) -> pa.Array:
+        return self._chunk.column(key, mode, self._at if rows is None else self._at.take(rows))
+
+    def events(self, rows: list[int] | None = None) -> list[Event]:
+        return self._chunk.events(self._rows if rows is None else [self._rows[i] for i in rows])
 
 
 # Value sets for `is_in`, built on first use: building an Arrow array from Python values makes
@@ -86,7 +107,7 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
         _see_threads(conv, chunk, ph, ts)
     has_ts = pc.is_valid(ts)
     if counts.get("X"):
-        _slices(conv, chunk, pc.and_(pc.equal(ph, "X"), has_ts), ts)
+        conv.add_slices(chunk, pc.indices_nonzero(pc.and_(pc.equal(ph, "X"), has_ts)).cast(pa.int64()), ts)
     if any(counts.get(p) for p in "stf"):
         _flows(
             conv,
@@ -97,6 +118,9 @@ def feed(conv: ChromeConverter, chunk: Chunk) -> None:
         )
     if any(counts.get(p) for p in "iIn"):
         _instants(conv, chunk, pc.and_(pc.is_in(ph, _set("instant")), has_ts), ts)
+    for t in conv.tables.values():  # rows a converter added one by one (its hooks, rare events)
+        if len(t) >= BATCH_ROWS:
+            t.flush()
 
 
 def _see_threads(conv: ChromeConverter, chunk: Chunk, ph: pa.Array, ts: pa.Array) -> None:
@@ -197,8 +221,9 @@ def _memo_text(raws: pa.Array, convert, kind: str) -> pa.Array:
     return _per_distinct(raws, one, pa.string())
 
 
-def _slices(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array) -> None:
-    rows = pc.indices_nonzero(mask).cast(pa.int64())  # as `Chunk.column` takes them (once, not per column)
+def slices(conv: ChromeConverter, chunk: Chunk, rows: pa.Array, ts_all: pa.Array) -> None:
+    """The `X` events at `rows` (int64 indices, as `Chunk.column` takes them) as slices, described
+    as `ChromeConverter.describe` and `after_slice` do; `ts_all`: the chunk's times in ns."""
     cats = chunk.column("cat", TEXT, rows)
     keys = pc.ascii_lower(cats)  # `classify.category_key`: the tables know categories in lower case
     skipped = pc.fill_null(pc.is_in(keys, _set("skipped")), False)
@@ -296,17 +321,18 @@ def _flows(conv: ChromeConverter, chunk: Chunk, mask: pa.Array, ts_all: pa.Array
     n = len(rows)
     if not n:
         return
+    pid = chunk.column("pid", TEXT, rows)
     _emit(
         conv,
         "flows",
         {
             "rank": pa.repeat(pa.scalar(conv.file_index, pa.int32()), n),
-            "device": pa.repeat(pa.scalar("host"), n),
+            "device": _per_distinct(pid, conv.point_device, pa.string()),
             "category": pc.fill_null(chunk.column("cat", TEXT, rows), ""),
             "flow_id": chunk.column("id", TEXT, rows),
             "phase": ph.take(rows),
             "ts": ts_all.take(rows),
-            "pid": chunk.column("pid", TEXT, rows),
+            "pid": pid,
             "tid": chunk.column("tid", TEXT, rows),
         },
     )

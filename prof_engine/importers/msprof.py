@@ -34,13 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from prof_engine.errors import InputError
-from prof_engine.importers import ascend
-from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, with_anomalies
+from prof_engine.importers import ascend, chunkconv
+from prof_engine.importers.chrome import Args, Described, Sink, _int, _text, chunks, with_anomalies
 from prof_engine.importers.formats import Format
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text, read_json
-from prof_engine.importers.units import us_text_to_ns
+from prof_engine.importers.scan import RAW, US
 from prof_engine.store.builder import SourceFile
 from prof_engine.store.quality import add_finding
 
@@ -135,8 +137,8 @@ class LegacyConverter(ascend.AscendConverter):
         self.set_lanes(meta)
         self.file_iteration = iteration
 
-    def point_device(self, ev: Event) -> str:
-        pid = _text(ev.pid) or ""
+    def point_device(self, pid: str | None) -> str:
+        pid = pid or ""
         if self.process.get(pid) in DEVICE_LANES or self.label.get(pid, "").startswith("NPU"):
             return self.device
         return "host"
@@ -195,17 +197,15 @@ def _feed_file(
     m = TIMELINE.fullmatch(path.name)
     assert m is not None  # a file _timeline_files listed
     conv.use_file(ascend._metadata(path), int(m.group(4)) if primary else None)
-    reader = ChromeTraceReader(path)
-    last = 0
-    for events in reader.chunks():
+    for chunk in chunks(ChromeTraceReader(path, progress=progress)):
+        events = chunk.events()
         if primary:
             seen.update(_event_key(ev) for ev in events if ev.ph != "M")
         else:
-            events = [ev for ev in events if ev.ph == "M" or _event_key(ev) not in seen]
-            seen.update(_event_key(ev) for ev in events if ev.ph != "M")
-        conv.feed(events)
-        progress(reader.bytes_read - last)
-        last = reader.bytes_read
+            keep = [i for i, ev in enumerate(events) if ev.ph == "M" or _event_key(ev) not in seen]
+            seen.update(_event_key(events[i]) for i in keep if events[i].ph != "M")
+            chunk = chunkconv.Rows(chunk, keep)
+        conv.feed(chunk)
 
 
 def convert_device_dir(device_dir: Path, index: int, sink: Sink, progress: Callable[[int], None]) -> SourceFile:
@@ -303,14 +303,11 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
         else []
     )
     conv = ascend.AscendConverter(index, sink, ascend._metadata(path), ascend._kernel_index(rows))
-    reader = ChromeTraceReader(path)
-    last, checked = 0, False
-    for events in reader.chunks():
+    checked = False
+    for chunk in chunks(ChromeTraceReader(path, progress=progress)):
         if not checked:
-            checked = _check_epoch(path, events)
-        conv.feed(events)
-        progress(reader.bytes_read - last)
-        last = reader.bytes_read
+            checked = check_epoch(path, chunk)
+        conv.feed(chunk)
     conv.finish()
     rank = ascend.rank_of(path.parent.parent) if path.parent.name == ascend.OUTPUT_DIR else None
     return SourceFile(
@@ -329,20 +326,21 @@ def convert_trace(path: Path, index: int, sink: Sink, progress: Callable[[int], 
     )
 
 
-def _check_epoch(path: Path, events: list[Event]) -> bool:
+def check_epoch(path: Path, chunk: chunkconv.Chunk) -> bool:
     """Refuse a timeline whose first timestamp is not epoch time; True once a timestamp was seen."""
-    for ev in events:
-        ts = us_text_to_ns(ev.ts) if ev.ph != "M" else None
-        if ts is None:
-            continue
-        if ts < EPOCH_MIN_NS:
-            raise InputError(
-                f"{path}: timestamps are not epoch time ({bytes(ev.ts).decode(errors='replace')} µs: a legacy "
-                "msprof timeline on the host's monotonic clock); import its PROF_* directory, whose "
-                "start_info.N places it in time"
-            )
-        return True
-    return False
+    ts = chunk.column("ts", US)
+    timed = pc.and_(pc.not_equal(pc.fill_null(chunk.column("ph"), ""), "M"), pc.is_valid(ts))
+    if not pc.any(timed).as_py():
+        return False
+    first = pc.index(timed, True).as_py()
+    if ts[first].as_py() < EPOCH_MIN_NS:
+        text = chunk.column("ts", RAW, pa.array([first], pa.int64()))[0].as_py()
+        raise InputError(
+            f"{path}: timestamps are not epoch time ({text} µs: a legacy "
+            "msprof timeline on the host's monotonic clock); import its PROF_* directory, whose "
+            "start_info.N places it in time"
+        )
+    return True
 
 
 # -- the importer protocol ---------------------------------------------------------------------

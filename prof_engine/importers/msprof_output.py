@@ -29,9 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+
 from prof_engine.errors import InputError
-from prof_engine.importers import ascend, msprof
-from prof_engine.importers.chrome import Args, Described, Sink, _text, with_anomalies
+from prof_engine.importers import ascend, chunkconv, msprof
+from prof_engine.importers.chrome import Args, Described, Sink, _text, chunks, with_anomalies
 from prof_engine.importers.formats import Format
 from prof_engine.importers.jsonstream import ChromeTraceReader, Event, args_text
 from prof_engine.store.builder import SourceFile
@@ -91,7 +93,7 @@ class OutputConverter(ascend.AscendConverter):
         self.by_device = kernels
 
     def describe(self, ev: Event, a: Args, name: str, cat: str | None) -> Described | None:
-        self.kernels = self.by_device.get(self.point_device(ev), {})
+        self.kernels = self.by_device.get(self.point_device(_text(ev.pid)), {})
         return super().describe(ev, a, name, cat)
 
 
@@ -119,15 +121,14 @@ def _feed(conv: OutputConverter, files: list[Path], progress: Callable[[int], No
     fed: set[tuple] = set()
     checked = False
     for path in files:
-        reader = ChromeTraceReader(path)
-        last = 0
-        for events in reader.chunks():
+        for chunk in chunks(ChromeTraceReader(path, progress=progress)):
             if not checked:
-                checked = msprof._check_epoch(path, events)
-            events = [ev for ev in events if ev.ph != "M" or _first(fed, _meta_key(ev))]
-            conv.feed(events)
-            progress(reader.bytes_read - last)
-            last = reader.bytes_read
+                checked = msprof.check_epoch(path, chunk)
+            meta = pc.indices_nonzero(pc.equal(pc.fill_null(chunk.column("ph"), ""), "M")).to_pylist()
+            fed_before = {i for i, ev in zip(meta, chunk.events(meta)) if not _first(fed, _meta_key(ev))}
+            if fed_before:
+                chunk = chunkconv.Rows(chunk, [i for i in range(chunk.n) if i not in fed_before])
+            conv.feed(chunk)
 
 
 def _first(seen: set[tuple], key: tuple) -> bool:
