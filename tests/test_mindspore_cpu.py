@@ -230,3 +230,21 @@ def test_database_export_keeps_its_device_data(src, tmp_path, monkeypatch):
         cpu = dict(r.sql("SELECT op_type, count(*) FROM slices WHERE category = 'HostCpuOps' GROUP BY 1").rows())
     assert kernels > 0
     assert cpu == {row["op_type"]: int(row["type_occurrences"]) for row in vendor(src, "cpu_op_type_info_0.csv")}
+
+
+def test_a_kineto_trace_beside_flat_cpu_files_is_not_dropped_silently(src, tmp_path):
+    """A flat MindSpore CPU folder claimed the whole folder: a Kineto trace put there was neither
+    imported nor listed as left out. It is found, and the folder is refused as two jobs in one
+    line; side JSON that is no trace stays the CPU unit's, as before."""
+    from conftest import write_trace
+
+    flat = _flat_copy(src, tmp_path / "profiler")
+    (flat / "profiler_info_0.json").write_text('{"rank_id": 0}')
+    write_trace(
+        flat / "k.json", [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]
+    )
+    with pytest.raises(InputError, match=r"two jobs: Ascend/MindSpore profiler output \(1 unit\(s\)\) and 1 Kineto"):
+        prof_engine.import_trace([flat], tmp_path / "run")
+    (flat / "k.json").unlink()
+    run = prof_engine.import_trace([flat], tmp_path / "run")
+    assert [s["format"] for s in json.loads((run / "manifest.json").read_text())["sources"]] == ["mindspore_cpu"]

@@ -147,13 +147,16 @@ def _expand_dir(src: Path) -> tuple[list[Source], list[LeftOut]]:
     if not profiler and (reason := unsupported.explain(src)) is not None:
         raise InputError(reason)
     claimed = [_claimed(u, src) for u in profiler]
+    # a unit that is a file (MindSpore CPU's timestamp file) claims its folder's side files, but a
+    # Chrome/Kineto trace there is still found: else it would be dropped without a word
+    by_file = {c for u, c in zip(profiler, claimed, strict=True) if u.path.is_file() and c == u.path.parent}
     loose = sorted(
         p
         for p in src.rglob("*")
         if p.is_file()
         and not any(part.startswith(".") for part in p.relative_to(src).parts)
         and not unsupported.DOCS.fullmatch(p.name)  # README, PROVENANCE.md, *.done: never profile data
-        and not any(p.is_relative_to(c) for c in claimed)
+        and not any(p.is_relative_to(c) and not (c == p.parent and c in by_file and _a_trace(p)) for c in claimed)
     )
     traces: list[Source] = []
     left: list[LeftOut] = []
@@ -184,6 +187,17 @@ def _expand_dir(src: Path) -> tuple[list[Source], list[LeftOut]]:
     if not profiler and not traces:
         raise InputError(f"{src}: no trace files (*.json, *.json.gz) and no Ascend profiler output in this directory")
     return profiler + traces, left
+
+
+def _a_trace(path: Path) -> bool:
+    """Whether `path` is a Chrome/Kineto trace (by name, then by its text), not side JSON."""
+    names = registry.get("chrome").files
+    if names is None or not names.fullmatch(path.name):
+        return False
+    try:
+        return detect(path) == "chrome" and not _not_a_trace(path)
+    except InputError:  # empty or unreadable: the claiming unit's to read, as before
+        return False
 
 
 def _where(units: list[Source], others: list[Source]) -> str:
