@@ -310,11 +310,11 @@ def test_only_runs_of_other_schema_versions_have_every_footer_read(tmp_path, mon
     it has theirs read, to find the columns it lacks. Both read the same rows."""
     import json
 
-    from prof_engine.engine import session
+    from prof_engine.engine import catalog
 
     read = []
-    real = session._file_columns
-    monkeypatch.setattr(session, "_file_columns", lambda con, files: read.append(len(files)) or real(con, files))
+    real = catalog._file_columns
+    monkeypatch.setattr(catalog, "_file_columns", lambda con, files: read.append(len(files)) or real(con, files))
     run = _two_step_run(tmp_path)
     query = "SELECT kind, name, step FROM slices ORDER BY ALL"
     with prof_engine.open(run) as r:
@@ -355,7 +355,7 @@ def test_query_sessions_cap_duckdb_memory(tmp_path, monkeypatch):
     rather than take 80 % of the machine; `memory_limit` and PROF_ENGINE_MEMORY_LIMIT set it, and
     a size DuckDB cannot read is one line naming where it came from."""
     from prof_engine._sql import size_bytes as _bytes
-    from prof_engine.engine.session import MEMORY_LIMIT_ENV, QUERY_MEMORY_LIMIT
+    from prof_engine.engine.connection import MEMORY_LIMIT_ENV, QUERY_MEMORY_LIMIT
 
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", [x("op", 1, 1)])], tmp_path / "run")

@@ -112,7 +112,7 @@ def test_defer_binding_marks_each_view_and_nothing_else():
 def test_opening_a_run_binds_no_view_until_a_query_reads_it(tmp_path):
     """Views are created unbound where DuckDB can (2.0 on): opening a run binds none of them, a
     query binds what it reads, and a view that cannot bind fails at that query, as one line."""
-    from prof_engine.engine.session import defers_binding
+    from prof_engine.engine.catalog import defers_binding
     from prof_engine.errors import QueryError
 
     events = [x("ProfilerStep#1", 0, 100, cat="user_annotation"), x("aten::mm", 10, 5)]

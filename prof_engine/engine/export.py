@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 
 from prof_engine._sql import literal
-from prof_engine.engine.session import Run, query_error
+from prof_engine.engine.connection import query_error
+from prof_engine.engine.session import Run
 from prof_engine.engine.tables import write_csv
 from prof_engine.engine.views import public_views
 from prof_engine.errors import QueryError

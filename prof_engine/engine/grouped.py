@@ -28,9 +28,11 @@ from pathlib import Path
 from prof_engine import _ray
 from prof_engine._process import start_worker
 from prof_engine._sql import literal
-from prof_engine.engine import session
+from prof_engine.engine.connection import query_error
 from prof_engine.engine.options import RunOptions
+from prof_engine.engine.result import Result
 from prof_engine.engine.session import Run, open_run, step_numbers
+from prof_engine.engine.snapshots import remove_with
 from prof_engine.engine.views import LITERALS, ViewDef, definitions, public_views
 from prof_engine.errors import QueryError
 from prof_engine.store.location import run_path
@@ -144,7 +146,7 @@ class GroupedRun(Run):
         except BaseException:
             shutil.rmtree(self._groups, ignore_errors=True)
             raise
-        session.remove_with(self.con, self._groups)
+        remove_with(self.con, self._groups)
 
     def _derived_dirs(self) -> list[Path]:
         return [self._groups]
@@ -173,7 +175,7 @@ class GroupedRun(Run):
                 _read_groups(self, definitions()[name], files[name])
                 self._grouped.add(name)
 
-    def summary(self, top: int = 10, more: bool = False) -> dict[str, session.Result]:
+    def summary(self, top: int = 10, more: bool = False) -> dict[str, Result]:
         self.prepare(["_summary", "data_quality"])  # one round: summary's tables open with its warnings
         return super().summary(top, more)
 
@@ -249,7 +251,7 @@ def views(
     executor: str = "local",
     ranks_per_task: int | None = None,
     address: str | None = None,
-) -> dict[str, session.Result]:
+) -> dict[str, Result]:
     """The rows of each view of `names` by grouped execution (`open_grouped`), by name."""
     with open_grouped(path, names, executor, ranks_per_task, address) as run:
         return {name: run.view(name) for name in names}
@@ -338,7 +340,7 @@ def _write_view(run: Run, name: str, target: Path, empty: bool = False) -> None:
         )
     except Exception as e:  # noqa: BLE001 - any failure of a task's query is one line for the driver
         tmp.unlink(missing_ok=True)
-        raise QueryError(f"{name} on ranks {run.ranks}: {session.query_error(e)}") from None
+        raise QueryError(f"{name} on ranks {run.ranks}: {query_error(e)}") from None
     os.replace(tmp, target)
 
 

@@ -9,7 +9,7 @@ Parquet file or none; `slices` files are renamed last, so once a batch's steps a
 other tables are too. The manifest is rewritten atomically after a batch (at most once per
 `manifest_interval_s`) and at `close()`, which marks the run `complete` and finalises it whole,
 in place, as an import would have (`upgrade.rebuild`: schema 2.0, every derived column). A run
-still recording, or whose writer was killed, opens through such a snapshot (`session.attach`).
+still recording, or whose writer was killed, opens through such a snapshot (`engine.catalog.attach`).
 
 After a kill -9 the manifest may lag the files. `refresh()` recomputes what the manifest
 summarises (rows, devices, steps, time span) from the partition files, and `read_manifest`

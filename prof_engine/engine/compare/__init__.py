@@ -5,7 +5,7 @@
     cmp.check(["step_time > +5%"])                           # [] or the reasons a CI gate fails
 
 The session: each run's tables and views are created in a schema of their own (`run_0` is the
-baseline, then `run_1`, ...) by the same code as `prof_engine.open` (`engine.session.attach`).
+baseline, then `run_1`, ...) by the same code as `prof_engine.open` (`engine.catalog.attach`).
 DuckDB binds the names in a view or macro in the view's own schema, so every view's SQL stays as
 it is and reads only its own run. (A `run` column on every table would have meant rewriting every
 view to partition by run.) `queries/compare/_samples.sql`, created in each run's schema, says
@@ -41,7 +41,10 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine._resources import data_dir
-from prof_engine.engine.session import Result, Run, attach, connect, defers_binding, query_error
+from prof_engine.engine.catalog import attach, defers_binding
+from prof_engine.engine.connection import connect, query_error
+from prof_engine.engine.result import Result
+from prof_engine.engine.session import Run
 from prof_engine.engine.views import ViewDef, parse
 from prof_engine.errors import QueryError
 from prof_engine.store.location import run_path
