@@ -260,7 +260,7 @@ def attach(
     """Create a run's tables and the views of `queries/` in the current schema of `con`
     (`peak_tflops`, `ranks`: see `Run`); return the directory whose files they read. `views`: the
     files of queries/ to create, with all they require (default: all but ON_DEMAND; a `Run`
-    creates none here, and each when a query first names it).
+    creates none here, and each when a query first reads it).
 
     Views and macros bind names in their own schema, so several runs can sit side by side in one
     session, one schema each, with the view SQL unchanged (see `prof_engine.engine.compare`).

@@ -134,7 +134,7 @@ def _suggest(name: str) -> str:
     """A hint for a table `name` that does not exist: the run's views and tables it is close to,
     else those with a word it starts with (`kernels`: kernel_details...). Not DuckDB's own guess:
     it knows only what the session holds, and views are created as queries first name them
-    (`Run.prepare`), so for `op_sumary` it never guessed op_summary."""
+    (`Run.create_views`), so for `op_sumary` it never guessed op_summary."""
     known = sorted({v.name for v in public_views()} | set(schema.tables()))
     wanted = name.strip('"').lower()
     close = (

@@ -40,7 +40,8 @@ _MISSING_NAME = re.compile(r'Catalog Error: [A-Za-z ]*with name "?([^"\s!]+)"? d
 
 
 class Run:
-    """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`.
+    """A run opened for querying: `run.view("op_statistic")`, `run.sql("select ...")`, with one
+    `RunOptions` (`options=`; `prof_engine.open` builds it from its keywords).
 
     `steps` restricts every table (and so every view) to those steps; partitions of other steps
     are never read. `ranks` restricts the run to those ranks: its tables, and the manifest's
@@ -51,7 +52,7 @@ class Run:
     temporary directory. `peak_tflops` gives the
     devices' peaks per precision (`{"bf16": 989.4}`; default: `PROF_ENGINE_PEAK_TFLOPS`), in
     place of the datasheet figures op_flops and flops_summary measure against. The views of
-    `queries/` are created in the session when a query first names them (`prepare`): creating all
+    `queries/` are created in the session when a query first reads them (`_ready`): creating all
     fifty took ~0.25 s of every open, whichever view was then asked for. `read_only_sql` makes
     `sql` safe to serve to others: only SELECT statements (EXPLAIN [ANALYZE] of one, PRAGMAs that read
     the catalog: `refusal`), no file but the run's Parquet readable, nothing written, installed or
