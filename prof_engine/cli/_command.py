@@ -10,14 +10,10 @@ and a command given no arguments answer at the cost of typer alone (benchmarks/s
 
 from __future__ import annotations
 
+# typer vendors click as `typer._click` since 0.26 (pyproject asks for it)
+from typer._click import Context
+from typer._click.exceptions import MissingParameter
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
-
-try:  # typer vendors click as `typer._click` since 0.2x; the versions pyproject allows before use click's
-    from typer._click import Context
-    from typer._click.exceptions import MissingParameter
-except ImportError:  # pragma: no cover - an older typer
-    from click import Context  # type: ignore[assignment]
-    from click.exceptions import MissingParameter  # type: ignore[assignment]
 
 
 def _help_default_false(option: TyperOption | None) -> TyperOption | None:
