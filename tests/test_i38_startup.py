@@ -15,8 +15,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 HEAVY = ("duckdb", "pyarrow", "polars", "numpy", "pandas", "pydantic", "typer.rich_utils")
 
 # Each command line in turn, in one interpreter: after each, the heavy modules loaded so far.
@@ -112,11 +110,6 @@ def test_help_is_plain_text_with_its_examples_on_lines_of_their_own() -> None:
             assert examples and all(line.startswith(f"prof-engine {name} ") for line in examples), (name, text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/session.py imports pyarrow.compute at its top, for one filter (Run.summary) whose Python "
-    "str operand makes pyarrow import pandas too (0.3-0.5 s of `show`): drop this mark when that goes",
-)
 def test_opening_a_run_loads_no_arrow_compute() -> None:
     # `show` opens a run (engine), prints through engine.tables and reads through store.partitions:
     # pyarrow.compute and pyarrow.csv (~0.1 s) load only where CSV is written or a trace imported
