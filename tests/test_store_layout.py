@@ -304,30 +304,6 @@ def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
         assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1").rows() == [(2, 2)]
 
 
-def test_only_runs_of_other_schema_versions_have_every_footer_read(tmp_path, monkeypatch):
-    """A run of this schema version has its columns and types in every file: opening it does not
-    read each file's footer to check (~0.1 s per 1,000 files); a run of another minor version of
-    it has theirs read, to find the columns it lacks. Both read the same rows."""
-    import json
-
-    from prof_engine.engine import catalog
-
-    read = []
-    real = catalog._file_columns
-    monkeypatch.setattr(catalog, "_file_columns", lambda con, files: read.append(len(files)) or real(con, files))
-    run = _two_step_run(tmp_path)
-    query = "SELECT kind, name, step FROM slices ORDER BY ALL"
-    with prof_engine.open(run) as r:
-        rows = r.sql(query).rows()
-    assert read == [] and len(rows) == 4
-    manifest = json.loads((run / "manifest.json").read_text())
-    other_minor = f"{manifest['schema_version'].split('.')[0]}.99"  # the same major version, another layout
-    (run / "manifest.json").write_text(json.dumps({**manifest, "schema_version": other_minor}))
-    with prof_engine.open(run) as r:
-        assert r.sql(query).rows() == rows
-    assert read and all(n > 0 for n in read)
-
-
 def test_a_query_that_spills_leaves_nothing_behind(tmp_path, monkeypatch):
     """A query larger than DuckDB's memory spills to a directory of its own under the system's
     temporary directory, gone once the run is closed; never to `.tmp` in the current directory."""

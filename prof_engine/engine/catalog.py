@@ -58,28 +58,12 @@ def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table
 
 
 def _file_list(files: list[Path]) -> str:
-    """`files` as a DuckDB list literal of paths (for read_parquet, parquet_schema, parquet_metadata)."""
+    """`files` as a DuckDB list literal of paths (for read_parquet)."""
     return "[" + ", ".join(literal(f) for f in files) + "]"
 
 
-def _parquet_source(files: list[Path], union_by_name: bool) -> str:
-    listing = _file_list(files)
-    return (
-        f"read_parquet({listing}, hive_partitioning = true, union_by_name = {str(union_by_name).lower()}, "
-        f"hive_types = {hive_types(files)})"
-    )
-
-
-def _file_columns(con: duckdb.DuckDBPyConnection, files: list[Path]) -> tuple[bool, set[str]]:
-    """Whether all `files` have the same columns, in the same order, of the same types; and the
-    names of the columns any of them has."""
-    listing = _file_list(files)
-    shapes, names = con.execute(
-        f"SELECT count(DISTINCT columns), flatten(list(names)) FROM (SELECT file_name, string_agg(name || ' ' || "
-        f"duckdb_type, ', ' ORDER BY column_id) AS columns, list(name) AS names FROM parquet_schema({listing}) "
-        f"WHERE num_children IS NULL GROUP BY file_name)"
-    ).fetchall()[0]  # an aggregate: one row
-    return shapes <= 1, set(names or ())
+def _parquet_source(files: list[Path]) -> str:
+    return f"read_parquet({_file_list(files)}, hive_partitioning = true, hive_types = {hive_types(files)})"
 
 
 def step_numbers(manifest: dict) -> list[int]:
@@ -165,16 +149,12 @@ def _register_tables(
 
     Why: DuckDB binds a table's scan again at every reference, and the views reference `slices`
     dozens of times, at CREATE and at each query. With a glob that means listing the directory
-    tree each time, and with union_by_name reading every file's footer each time: tens of seconds
-    to open a run of a thousand partitions. So the files are listed once, here; in a run of an
-    older schema version their schemas are compared once, and union_by_name is used only where
-    they differ (written by different versions; without it DuckDB would cast every file to the
-    first one's types); and the views are created against the empty stand-ins, which bind at no
-    cost."""
+    tree each time: tens of seconds to open a run of a thousand partitions. So the files are
+    listed once, here, and the views are created against the empty stand-ins, which bind at no
+    cost. Every file has the schema's columns and types, so no footer is read to check: the writer
+    casts every batch to them, and `read_manifest` opens runs of this major version alone (2.0 is
+    its only minor; a later one must keep them, `schemas/_version.toml`)."""
     rows = manifest.get("tables", {})
-    # files written under this schema version have its columns and types (the writer casts every
-    # batch to them): reading every footer to check (~0.1 s per 1,000 files) is for older runs
-    current = str(manifest.get("schema_version")) == schema.schema_version()
     _create_table(con, "_run_ranks", schema.tables()["run_ranks"], run_ranks(manifest))
     con.execute("CREATE VIEW run_ranks AS SELECT * FROM _run_ranks")
     _create_table(con, "_run_devices", schema.tables()["run_devices"], run_devices(manifest))
@@ -198,23 +178,9 @@ def _register_tables(
                 in_order.add(name)
         if files:
             _READS.setdefault(con, set()).update(str(f) for f in files)
-            uniform, present = (True, set(table.column_names)) if current else _file_columns(con, files)
-            # a column added to the schema since the run was written reads as NULL (rank, device and
-            # step are always there: a column, or a directory level)
-            cols = ", ".join(
-                f'"{c.name}"'
-                if c.name in present or c.name in ("rank", *schema.PARTITION_KEYS)
-                else f'NULL::{c.sql_type} AS "{c.name}"'
-                for c in table.columns
-            )
-            final[name] = f"SELECT {cols} FROM {_parquet_source(files, not uniform)}{where}"
-            if uniform:
-                con.execute(
-                    f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1], False)} LIMIT 0'
-                )
-                src = f'"_shape_{name}"'
-            else:
-                src = _parquet_source(files, True)
+            final[name] = f"SELECT {cols} FROM {_parquet_source(files)}{where}"
+            con.execute(f'CREATE TABLE "_shape_{name}" AS SELECT {cols} FROM {_parquet_source(files[:1])} LIMIT 0')
+            src = f'"_shape_{name}"'
         else:
             _create_table(con, f"_empty_{name}", table)
             src = f"_empty_{name}"
