@@ -189,25 +189,9 @@ def _register_tables(
     return final, in_order
 
 
-_DEFERS_BINDING: list[bool] = []  # once known: whether this DuckDB takes `WITH (DEFER_BINDING)`
-
-
-def defers_binding(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether this DuckDB creates a view without binding it (`views.defer_binding`, DuckDB 2.0;
-    older versions bind every view at its creation)."""
-    if not _DEFERS_BINDING:
-        try:
-            con.execute("CREATE OR REPLACE TEMP VIEW _defer_probe WITH (DEFER_BINDING) AS SELECT 1")
-            con.execute("DROP VIEW _defer_probe")
-            _DEFERS_BINDING.append(True)
-        except duckdb.Error:
-            _DEFERS_BINDING.append(False)
-    return _DEFERS_BINDING[0]
-
-
 def create(con: duckdb.DuckDBPyConnection, view: ViewDef) -> None:
     try:
-        con.execute(view.statements(defer=defers_binding(con)))
+        con.execute(view.statements())
     except duckdb.Error as e:
         raise QueryError(f"queries/{view.path.name}: {e}") from None
     if view.public:

@@ -56,10 +56,11 @@ LITERALS = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
 
 
 def defer_binding(sql: str) -> str:
-    """`sql` with each CREATE VIEW marked `WITH (DEFER_BINDING)` (DuckDB 2.0): DuckDB then parses
-    the view and binds it where a query first reads it, instead of binding it, and every view it
-    reads, at its creation (the views of queries/ read each other dozens of levels deep: binding
-    them all took ~0.7 s of every `prof_engine.open`, whichever view was then asked for)."""
+    """`sql` with each CREATE VIEW marked `WITH (DEFER_BINDING)` (DuckDB 2.0, the floor pyproject
+    requires): DuckDB then parses the view and binds it where a query first reads it, instead of
+    binding it, and every view it reads, at its creation (the views of queries/ read each other
+    dozens of levels deep: binding them all took ~0.7 s of every `prof_engine.open`, whichever
+    view was then asked for)."""
     return _CREATE_VIEW.sub(r"\1 WITH (DEFER_BINDING) AS", sql)
 
 
@@ -91,11 +92,11 @@ class ViewDef:
     def public(self) -> bool:
         return not self.name.startswith("_")
 
-    def statements(self, defer: bool = False) -> str:
-        """SQL that creates this view (public) or its macros and helpers (private); with `defer`,
-        its views are bound at their first use (`defer_binding`)."""
+    def statements(self) -> str:
+        """SQL that creates this view (public) or its macros and helpers (private), its views bound
+        at their first use (`defer_binding`)."""
         sql = self.sql if not self.public else f'CREATE OR REPLACE VIEW "{self.name}" AS\n{self.sql}'
-        return defer_binding(sql) if defer else sql
+        return defer_binding(sql)
 
 
 def parse(path: Path) -> ViewDef:

@@ -41,7 +41,7 @@ import duckdb
 import pyarrow as pa
 
 from prof_engine._resources import data_dir
-from prof_engine.engine.catalog import attach, defers_binding
+from prof_engine.engine.catalog import attach
 from prof_engine.engine.connection import connect, query_error
 from prof_engine.engine.result import Result
 from prof_engine.engine.session import Run
@@ -143,7 +143,7 @@ class Batch:
 
     def _execute(self, view: ViewDef) -> None:
         try:
-            self.con.execute(view.statements(defer=defers_binding(self.con)))
+            self.con.execute(view.statements())
         except duckdb.Error as e:
             raise QueryError(f"queries/compare/{view.path.name}: {e}") from None
 
