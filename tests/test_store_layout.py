@@ -284,26 +284,6 @@ def test_a_partition_is_one_file_of_row_groups_of_whole_step_ranges_in_order(tmp
     assert f.metadata.num_rows == n
 
 
-def test_runs_with_every_table_partitioned_by_step_still_open(tmp_path):
-    """Runs written before the tables lost their step directories read as before, step filter included."""
-    run = _two_step_run(tmp_path)
-    for table in ("flows", "slices"):
-        data = pa.concat_tables(pq.read_table(p) for p in (run / table).rglob("*.parquet"))
-        for p in (run / table).rglob("*.parquet"):
-            p.unlink()
-        with ThreadPoolExecutor(1) as pool:
-            writer = PartitionWriter(run / table, pool, keys=("device", "step"))  # the old layout's levels
-            data = data.append_column("rank", _ranks(len(data))).append_column("device", pa.array(["host"] * len(data)))
-            writer.write(data.to_batches()[0])
-            writer.close()
-        assert {p.parent.name for p in (run / table).rglob("*.parquet")} == {"step=1", "step=2"}
-    with prof_engine.open(run) as r:
-        assert r.sql("SELECT step, count(*) FROM flows GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
-        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1 ORDER BY 1").rows() == [(1, 2), (2, 2)]
-    with prof_engine.open(run, steps=[2]) as r:
-        assert r.sql("SELECT step, count(*) FROM slices GROUP BY 1").rows() == [(2, 2)]
-
-
 def test_a_query_that_spills_leaves_nothing_behind(tmp_path, monkeypatch):
     """A query larger than DuckDB's memory spills to a directory of its own under the system's
     temporary directory, gone once the run is closed; never to `.tmp` in the current directory."""

@@ -88,17 +88,12 @@ def check_steps(path: Path, manifest: dict, steps: list[int]) -> None:
         )
 
 
-def _partition_files(table_dir: Path, steps: list[int] | None, ranks: list[int] | None = None) -> list[Path]:
+def _partition_files(table_dir: Path, ranks: list[int] | None = None) -> list[Path]:
     """The Parquet files of a table, rank by rank in rank order (then by path), so that a view
     without an ORDER BY lists ranks as groups of ranks computed apart do (`engine.grouped`); with
-    `ranks`, only those under the ranks' `rank=<r>` directories are listed; with `steps`, those of
-    the steps' partitions, unless none is (the view's step filter then leaves no rows either way)."""
+    `ranks`, only those under the ranks' `rank=<r>` directories are listed."""
     dirs = [table_dir] if ranks is None else [table_dir / rank_dir(r) for r in ranks]
-    files = sorted((f for d in dirs for f in _parquet_files(d)), key=lambda f: _rank_order(table_dir, f))
-    if steps:
-        wanted = {f"step={s}" for s in steps}
-        return [f for f in files if f.parent.name in wanted] or files
-    return files
+    return sorted((f for d in dirs for f in _parquet_files(d)), key=lambda f: _rank_order(table_dir, f))
 
 
 def _parquet_files(top: Path) -> Iterator[Path]:
@@ -125,14 +120,9 @@ def _in_sorted_order(table_dir: Path, files: list[Path]) -> list[Path] | None:
         return []
     levels = {f: dict(p.split("=", 1) for p in f.relative_to(table_dir).parts[:-1]) for f in files}
 
-    def key(f: Path) -> tuple:  # rank, then each directory level: device=<escaped>, step=<n>
-        step, rank = levels[f].get("step", NULL_PARTITION), levels[f].get("rank", NULL_PARTITION)
-        return (
-            None if rank == NULL_PARTITION else int(rank),
-            unquote(levels[f].get("device", "")),
-            step == NULL_PARTITION,
-            0 if step == NULL_PARTITION else int(step),
-        )
+    def key(f: Path) -> tuple:  # rank, then the directory level below it: device=<escaped>
+        rank = levels[f].get("rank", NULL_PARTITION)
+        return (None if rank == NULL_PARTITION else int(rank), unquote(levels[f].get("device", "")))
 
     keys = {f: key(f) for f in files}
     if any(k[0] is None for k in keys.values()) or len(set(keys.values())) < len(files):
@@ -170,7 +160,7 @@ def _register_tables(
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
     for name, table in schema.stored_tables().items():
         cols = ", ".join(f'"{c}"' for c in table.column_names)
-        files = _partition_files(path / name, steps, ranks) if rows.get(name) and (path / name).is_dir() else []
+        files = _partition_files(path / name, ranks) if rows.get(name) and (path / name).is_dir() else []
         if table.sort_by:
             ordered = _in_sorted_order(path / name, files)
             if ordered is not None:
