@@ -173,7 +173,7 @@ def test_a_device_label_no_file_system_holds_is_refused_in_one_line():
     from prof_engine.store.partitions import partition_dir
 
     with pytest.raises(InputError, match="too long to be a device"):
-        partition_dir(0, "npu" + "x" * 300, 1)
+        partition_dir(0, "npu" + "x" * 300)
     assert partition_dir(0, "npu12") == "rank=0/device=npu12"
 
 

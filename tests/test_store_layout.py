@@ -1,6 +1,5 @@
-"""The run store's files: hive partitions by rank and device (and by step, for runs written before
-slices lost their step directories), holding the canonical columns with their schema types, written
-by `store.partitions.PartitionWriter` whatever order records come in."""
+"""The run store's files: hive partitions by rank and device, holding the canonical columns with
+their schema types, written by `store.partitions.PartitionWriter` whatever order records come in."""
 
 from __future__ import annotations
 
@@ -87,32 +86,34 @@ def test_integers_are_stored_as_deltas_and_names_with_dictionaries(tmp_path):
 def test_partition_directories_are_escaped_as_duckdb_escapes_them(tmp_path):
     devices = ["host", "gpu0", "npu:1", "a/b", "..", "a=b", "a b", "%2F", "é", "~_-.", "'\""]
     con = duckdb.connect()
-    con.execute("CREATE TABLE t AS SELECT 2 AS rank, unnest(?) AS device, 3::BIGINT AS step, 1 AS v", [devices])
-    con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (rank, device, step))")
+    con.execute(
+        "CREATE TABLE t AS SELECT rank, device, 1 AS v FROM (SELECT unnest([2, NULL]) AS rank) "
+        "CROSS JOIN (SELECT unnest(?) AS device)",
+        [devices],
+    )
+    con.execute(f"COPY t TO '{tmp_path / 'duckdb'}' (FORMAT parquet, PARTITION_BY (rank, device))")
     written = {str(p.parent.relative_to(tmp_path / "duckdb")) for p in (tmp_path / "duckdb").rglob("*.parquet")}
-    assert written == {partition_dir(2, d, 3, keys=("device", "step")) for d in devices}
-    old = partition_dir(0, "host", None, keys=("device", "step"))  # schema 1.0's layout
-    assert old == "rank=0/device=host/step=__HIVE_DEFAULT_PARTITION__"
-    assert partition_dir(0, "host", 3) == "rank=0/device=host"  # today's: the step is a column
+    assert written == {partition_dir(r, d) for r in (2, None) for d in devices}
+    assert partition_dir(None, "host") == "rank=__HIVE_DEFAULT_PARTITION__/device=host"
 
 
 def test_records_in_any_order_land_in_their_partitions(tmp_path):
-    """Shuffled records (each batch sorted in place) and a budget far below the data: partitions
-    get several files, and the dataset holds exactly the records written."""
+    """Shuffled records of 24 partitions, a NULL rank's among them (each batch sorted in place),
+    and a budget far below the data: partitions get several files, and the dataset holds exactly
+    the records written."""
     rng = random.Random(1)
     rows = [("host" if i % 3 else "gpu/0", None if i % 7 == 0 else i % 11, i, f"op{i % 5}" * 20) for i in range(20_000)]
     rng.shuffle(rows)
     table = pa.table(
         {
-            "rank": _ranks(len(rows)),
+            "rank": pa.array([r[1] for r in rows], pa.int32()),
             "device": [r[0] for r in rows],
-            "step": pa.array([r[1] for r in rows], pa.int64()),
             "id": [r[2] for r in rows],
             "name": [r[3] for r in rows],
         }
     )
     with ThreadPoolExecutor(2) as pool:
-        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10, keys=("device", "step"))
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=64 << 10)
         for batch in table.to_batches(max_chunksize=1000):
             writer.write(batch)
         assert writer.close() == len(rows)
@@ -121,8 +122,8 @@ def test_records_in_any_order_land_in_their_partitions(tmp_path):
     assert len({f.parent for f in files}) == len(partitions)
     assert sum(pq.read_metadata(f).num_row_groups for f in files) > len(partitions)  # written as they came
     back = duckdb.sql(
-        f"SELECT device, step, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
-        "hive_partitioning = true, hive_types = {'device': VARCHAR, 'step': BIGINT}) ORDER BY id"
+        f"SELECT device, rank, id, name FROM read_parquet('{tmp_path}/t/**/*.parquet', "
+        "hive_partitioning = true, hive_types = {'rank': INTEGER, 'device': VARCHAR}) ORDER BY id"
     ).fetchall()
     assert back == sorted(rows, key=lambda r: r[2])
 
@@ -224,7 +225,7 @@ def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
         assert pq.read_table(f).column("id").to_pylist() == list(range(150_000))
         assert pq.read_metadata(f).num_row_groups == 2 and pq.read_schema(f).names == ["id"]
     assert {f.parent.relative_to(tmp_path / "t").as_posix() for f in files} == {
-        partition_dir(r, d, keys=("device",)) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")
+        partition_dir(r, d) for r in (0, 1, 10) for d in ("gpu0", "gpu/1")
     }
 
 

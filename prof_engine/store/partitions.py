@@ -5,12 +5,12 @@ A run holds each table as `<table>/rank=<r>/device=<d>/part-<uuid>.parquet`, the
 files, as in any hive dataset (a reader with hive partitioning, DuckDB's or pyarrow's, reads them
 back). The path says the rank so that a reader of some ranks (`prof_engine.open(..., ranks=[...])`,
 a task of a distributed executor) lists only their directories and reads no other file's footer.
-Given the keys `("device", "step")` the writer makes the layout of schema 1.0 runs, a directory
-level per step (`.../device=<d>/step=<n>/`), which only tests still ask for. A file costs its
-reader more than a row group does (opening it, reading its footer), and most of a step's records
-are a few hundred rows. So a partition's records go to one file, open while records keep coming, in row groups of
-up to `budget_bytes` of records, each a range of steps in staging order (mostly time order), which
-a step filter skips by their statistics. The `PartitionWriter`:
+(Schema 1.0 runs had a level per step too, `.../device=<d>/step=<n>/`; only `prof-engine upgrade`
+reads them, and nothing writes them.) A file costs its reader more than a row group does (opening
+it, reading its footer), and most of a step's records are a few hundred rows. So a partition's
+records go to one file, open while records keep coming, in row groups of up to `budget_bytes` of
+records, each a range of steps in staging order (mostly time order), which a step filter skips by
+their statistics. The `PartitionWriter`:
 
 * cuts each incoming batch into runs of one partition and keeps them, per partition, in memory;
 * writes a partition's waiting records as a row group of its file when more than `budget_bytes`
@@ -112,16 +112,13 @@ def rank_dir(rank: int | None) -> str:
     return f"rank={NULL_PARTITION if rank is None else int(rank)}"
 
 
-def partition_dir(
-    rank: int | None, device: str, step: int | None = None, *, keys: tuple[str, ...] = PARTITION_KEYS
-) -> str:
-    """`rank=<r>/device=<d>` (with the step among `keys`, schema 1.0's layout: `.../step=<n>`),
-    escaped like DuckDB's hive writer (a NULL value: `__HIVE_DEFAULT_PARTITION__`)."""
+def partition_dir(rank: int | None, device: str) -> str:
+    """`rank=<r>/device=<d>` (`PARTITION_KEYS`), escaped like DuckDB's hive writer (a NULL value:
+    `__HIVE_DEFAULT_PARTITION__`)."""
     path = f"device={quote(device, safe='')}"
     if len(path) > 200:  # a directory name the file system may refuse (255 bytes): no real device label
         raise InputError(f"device label {device[:40]!r}… ({len(device)} characters) is too long to be a device")
-    path = f"{rank_dir(rank)}/{path}"
-    return path if "step" not in keys else f"{path}/step={NULL_PARTITION if step is None else int(step)}"
+    return f"{rank_dir(rank)}/{path}"
 
 
 def hive_types(files: Iterable[Path]) -> str:
@@ -231,7 +228,7 @@ class PartitionWriter:
         self._waiting_bytes -= size
         file = self._files.get(key)
         if file is None:
-            file = self._files[key] = _File(self.root / partition_dir(*key, keys=self.keys))
+            file = self._files[key] = _File(self.root / partition_dir(*key))
         if last:
             del self._touched[key], self._files[key]
         file.after = self.pool.submit(file.write, pieces, last, file.after)
@@ -332,7 +329,7 @@ class SortedWriter:
     def _write_row_group(self, table: pa.Table) -> None:
         if self._file is None:
             assert self._key is not None  # write() sets the key before its first row group
-            self._file = _File(self.root / partition_dir(*self._key, keys=self.keys))
+            self._file = _File(self.root / partition_dir(*self._key))
         self._file.write(table.to_batches(), last=False, after=None)
 
     def _close_file(self) -> None:
