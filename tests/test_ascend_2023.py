@@ -71,3 +71,14 @@ def test_a_row_with_a_cell_left_out_keeps_only_what_can_be_placed(run_2023):
     ]
     (finding,) = [f for f in source["info"]["findings"] if f["rule"] == "ragged_vendor_rows"]
     assert finding["count"] == 1 and "FlashAttentionScore" in finding["detail"]
+
+
+def test_steps_the_records_state_are_the_runs_steps(run_2023):
+    """This export has no step records: its steps are what kernel_details.csv's `Step Id` states.
+    The manifest listed none (the import said "0 steps", `--step 2` was refused) while step_trace
+    showed step 2. The oracle: the Step Id column of each rank's file."""
+    src, run, path = run_2023
+    stated = {(rank, int(row[0])) for rank in (0, 1) for row in _vendor(src, rank)[1] if row and row[0].isdigit()}
+    assert stated and {(s["rank"], s["step"]) for s in run.manifest["steps"]} == stated
+    with prof_engine.open(path, steps=[2]) as only:
+        assert {r[0] for r in only.sql('SELECT "Step" FROM step_trace').rows()} == {2}

@@ -258,10 +258,14 @@ def _canonical(batch: pa.RecordBatch, table: schema.Table) -> pa.RecordBatch:
     return batch.cast(pa.schema([pa.field(c.name, c.arrow_type) for c in table.columns]))
 
 
-def staged_summary(con: duckdb.DuckDBPyConnection, spans: dict[int, list[int | None]] | None = None) -> dict[str, Any]:
+def staged_summary(
+    con: duckdb.DuckDBPyConnection, spans: dict[int, list[int | None]] | None = None, whole: bool = False
+) -> dict[str, Any]:
     """Devices, steps and time span of the slices `stage_views` finalised on `con`, for the manifest.
-    `spans`: filled with each rank's time span (its `start_ns`, `end_ns`)."""
-    return _summary(con, "_s", "_step_records", spans)
+    `spans`: filled with each rank's time span (its `start_ns`, `end_ns`). `whole`: the records are
+    all of their ranks' (an import unit), so a rank without step records has the steps its records
+    state (a live batch's records may belong to a step recorded in another batch)."""
+    return _summary(con, "_s", "_step_records", spans, "final_slices" if whole else None)
 
 
 def _summary(
@@ -269,9 +273,11 @@ def _summary(
     slices: str,
     steps: str | None = None,
     spans: dict[int, list[int | None]] | None = None,
+    stated: str | None = None,
 ) -> dict[str, Any]:
     """The manifest's devices, steps and time span of the view `slices`, whose step records the view
-    `steps` holds (default: `slices`) (queries/store/manifest.sql); `spans` as `staged_summary`'s."""
+    `steps` holds (default: `slices`) (queries/store/manifest.sql); `spans` as `staged_summary`'s.
+    `stated`: the canonical slices, whose stated steps a rank without step records has."""
     devices = con.execute(f"SELECT * FROM manifest_devices('{slices}')").fetchall()
     if spans is not None:  # a rank's span as the run's: over its devices' spans
         for r, _, _, _, a, b in devices:
@@ -281,6 +287,10 @@ def _summary(
             if b is not None:
                 span[1] = b if span[1] is None else max(span[1], b)
     step_rows = con.execute(f"SELECT * FROM manifest_steps('{steps or slices}')").fetchall()
+    unmarked = sorted({d[0] for d in devices if d[0] is not None} - {r for r, *_ in step_rows})
+    if stated and unmarked:
+        listed = ", ".join(str(int(r)) for r in unmarked)
+        step_rows += con.execute(f"SELECT * FROM manifest_stated_steps('{stated}', [{listed}]::INTEGER[])").fetchall()
     starts, ends = [d[4] for d in devices if d[4] is not None], [d[5] for d in devices if d[5] is not None]
     return {
         "devices": [{"rank": r, "device": d, "records": n, "tasks": t} for r, d, n, t, _, _ in devices],
@@ -302,7 +312,7 @@ def summarise(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, Any]:
         f"CREATE OR REPLACE TEMP VIEW _written_slices AS SELECT * FROM read_parquet({literal(f'{root}/slices/**/*.parquet')}, "
         f"hive_partitioning=true, hive_types = {hive_types(files)})"
     )
-    return _summary(con, "_written_slices")
+    return _summary(con, "_written_slices", stated="_written_slices")
 
 
 @dataclass
@@ -351,7 +361,7 @@ def finalize_unit(
         rank_rows: dict[int | None, dict[str, int]] = {}
         rank_spans: dict[int, list[int | None]] = {}
         rows = copy_tables(con, unit / "out", staged, rank_rows)
-        summary = staged_summary(con, rank_spans)
+        summary = staged_summary(con, rank_spans, whole=True)
     except (duckdb.OutOfMemoryException, duckdb.OutOfRangeException, OSError) as e:
         # streamed through Arrow (copy_tables), DuckDB's errors arrive as an OSError
         message = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -12,3 +12,11 @@ FROM query_table(tbl) GROUP BY ALL ORDER BY rank, device;
 CREATE OR REPLACE MACRO manifest_steps(steps) AS TABLE
 SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM query_table(steps) WHERE kind = 'step'
 GROUP BY ALL ORDER BY ALL;
+
+-- The steps of `ranks` (ranks with no step record) as their records state them (an Ascend
+-- kernel_details.csv's Step Id, ...), each spanning its records: without them the manifest lists
+-- no step where step_trace shows one, and `--step N` refuses it. `tbl`: the canonical slices.
+CREATE OR REPLACE MACRO manifest_stated_steps(tbl, ranks) AS TABLE
+SELECT rank, step, min(ts) AS start_ns, max(ts + dur) AS end_ns FROM query_table(tbl)
+WHERE step IS NOT NULL AND list_contains(ranks, rank)
+GROUP BY ALL ORDER BY ALL;
