@@ -55,7 +55,6 @@ class Table:
     description: str
     columns: tuple[Column, ...]
     stored: bool = True  # False: built from manifest.json when a run is opened, not a Parquet dataset
-    partition_keys: tuple[str, ...] = PARTITION_KEYS  # its directory levels below `rank=<r>`
     # True: computed when a run is finalised (queries/store/finalize.sql), never staged by importers
     derived: bool = False
     # The order of its rows: rank, the partition keys, then columns within a partition (NULLs last).
@@ -162,7 +161,7 @@ def reference_markdown() -> str:
         if t.sort_by:
             where += (
                 f" Stored in the order ({', '.join(t.sort_by)}), NULLs last: a file per rank and "
-                f"{' and '.join(t.partition_keys)}."
+                f"{' and '.join(PARTITION_KEYS)}."
             )
         lines += [
             f"## `{t.name}`",

@@ -36,7 +36,7 @@ def test_partition_files_hold_the_schema_types(tmp_path):
     run = prof_engine.import_trace([write_trace(tmp_path / "t.json", events)], tmp_path / "run")
     for name, table in schema.stored_tables().items():
         # rank and the partition keys are directory levels, not columns of the files
-        expected = {c.name: c.arrow_type for c in table.columns if c.name not in ("rank", *table.partition_keys)}
+        expected = {c.name: c.arrow_type for c in table.columns if c.name not in ("rank", *schema.PARTITION_KEYS)}
         for path in (run / name).rglob("*.parquet"):
             found = pq.read_schema(path)
             assert {f.name: f.type for f in found} == expected, path
@@ -151,7 +151,7 @@ def test_the_writer_holds_at_most_its_budget_waiting_and_being_written(tmp_path,
     )
     budget, held = 256 << 10, []
     with ThreadPoolExecutor(2) as pool:
-        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=budget, keys=("device",))
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=budget)
         for batch in table.to_batches(max_chunksize=2000):
             writer.write(batch)
             held.append(writer._waiting_bytes + writer._writing_bytes())
@@ -177,7 +177,7 @@ def test_a_partition_that_comes_back_after_its_file_closed_gets_a_second_file(tm
         )
 
     with ThreadPoolExecutor(2) as pool:
-        writer = PartitionWriter(tmp_path / "t", pool, keys=("device",))
+        writer = PartitionWriter(tmp_path / "t", pool)
         writer.write(batch("host", [0, 1]))
         for i in range(4):  # the host is idle: its file is written and closed
             writer.write(batch("gpu0", [10 + i]))
@@ -215,7 +215,7 @@ def test_sorted_records_get_a_file_per_rank_and_partition_in_order(tmp_path):
             "id": pa.array([r[2] for r in rows], pa.int64()),
         }
     )
-    writer = SortedWriter(tmp_path / "t", keys=("device",))
+    writer = SortedWriter(tmp_path / "t")
     for batch in table.to_batches(max_chunksize=16_384):
         writer.write(batch)
     assert writer.close() == len(rows)
@@ -273,7 +273,7 @@ def test_a_partition_is_one_file_of_row_groups_of_whole_step_ranges_in_order(tmp
         }
     )
     with ThreadPoolExecutor(2) as pool:
-        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=256 << 10, keys=("device",))
+        writer = PartitionWriter(tmp_path / "t", pool, budget_bytes=256 << 10)
         for batch in table.to_batches(max_chunksize=2_000):
             writer.write(batch)
         assert writer.close() == n

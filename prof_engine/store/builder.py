@@ -235,9 +235,9 @@ def copy_tables(
             query = f"SELECT * FROM final_{name}"
             if table.sort_by:  # one file per rank and partition, in order (`SortedWriter`)
                 query += " ORDER BY " + ", ".join(f'"{c}" NULLS LAST' for c in table.sort_by)
-                writer: SortedWriter | PartitionWriter = SortedWriter(Path(target) / name, table.partition_keys)
+                writer: SortedWriter | PartitionWriter = SortedWriter(Path(target) / name)
             else:
-                writer = PartitionWriter(Path(target) / name, pool, keys=table.partition_keys)
+                writer = PartitionWriter(Path(target) / name, pool)
             try:
                 for batch in con.sql(query).to_arrow_reader(STREAM_ROWS):
                     writer.write(_canonical(batch, table))

@@ -157,11 +157,9 @@ class PartitionWriter:
         root: Path,
         pool: ThreadPoolExecutor,
         budget_bytes: int = BUDGET_BYTES,
-        keys: tuple[str, ...] = PARTITION_KEYS,
     ) -> None:
         self.root = Path(root)
-        self.keys = keys
-        self._split = ("rank", *keys)  # a partition's directory levels
+        self._split = ("rank", *PARTITION_KEYS)  # a partition's directory levels
         self.pool = pool
         self.budget = budget_bytes
         self.rows = 0
@@ -297,13 +295,12 @@ class _File:
 
 
 class SortedWriter:
-    """Writes batches of one table that arrive ordered by rank and the partition `keys` under `root`:
-    a file per run of equal (rank, keys), written row group by row group (one file open at a time).
-    `close()` returns the number of records written."""
+    """Writes batches of one table that arrive ordered by rank and the partition keys under `root`:
+    a file per run of equal (rank, `PARTITION_KEYS`), written row group by row group (one file
+    open at a time). `close()` returns the number of records written."""
 
-    def __init__(self, root: Path, keys: tuple[str, ...]) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.keys = keys
         self.rows = 0
         self.rank_rows: dict[int | None, int] = {}  # the records written of each rank
         self._key: tuple | None = None
@@ -311,9 +308,9 @@ class SortedWriter:
         self._pieces: list[pa.RecordBatch] = []
 
     def write(self, batch: pa.RecordBatch) -> None:
-        columns = [batch.column(k) for k in ("rank", *self.keys)]
-        data = batch.drop_columns(["rank", *self.keys])
-        for start, end in _runs(batch, ("rank", *self.keys)):
+        columns = [batch.column(k) for k in ("rank", *PARTITION_KEYS)]
+        data = batch.drop_columns(["rank", *PARTITION_KEYS])
+        for start, end in _runs(batch, ("rank", *PARTITION_KEYS)):
             key = tuple(c[start].as_py() for c in columns)
             if key != self._key:
                 self._close_file()
