@@ -187,25 +187,24 @@ def import_(
         )
     finally:
         progress.close()
+    from prof_engine.store.manifest import brief_ranks, load_manifest
+
     # with an executor, the rules' counts by groups too
     unsummarised = None
     try:
         with open_run(run, executor=executor, address=address) as r:
             m, warnings = r.manifest, r.quality_warnings()
     except Exception as e:  # noqa: BLE001 - the run is published and complete: its summary failing is a warning, not exit 1
-        from prof_engine.store.manifest import load_manifest
-
         m, warnings, unsummarised = load_manifest(Path(run)), [], _summary_failure(e)
     for skipped in m["skipped"]:
         err.print(f"Warning: left out: {skipped['error']}", highlight=False)
     _print_left_out(m.get("left_out") or [])
     for line in warnings:
         err.print(f"Warning: {line}", highlight=False)
-    ranks = m["ranks"]  # a job of thousands of ranks in one line
-    shown = f"ranks {ranks}" if len(ranks) <= 16 else f"{len(ranks):,} ranks ({min(ranks)} to {max(ranks)})"
     err.print(
         f"imported {len(m['sources'])} file(s) ({m['source']['format']}) into {run}: "
-        f"{m['tables']['slices']:,} records, {shown}, {len({s['step'] for s in m['steps']})} steps"
+        f"{m['tables']['slices']:,} records, ranks [{brief_ranks(m['ranks'])}], "
+        f"{len({s['step'] for s in m['steps']})} steps"
         + (f"; {len(warnings)} data-quality rule(s) fired: prof-engine check {output}" if warnings else "")
     )
     if unsummarised is not None:

@@ -90,7 +90,7 @@ def restrict(manifest: dict[str, Any], ranks: list[int] | None) -> dict[str, Any
     have = manifest.get("ranks") or []
     if missing := sorted(set(ranks) - set(have)):
         raise RunError(
-            f"no rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run (its ranks: {_brief(have)})"
+            f"no rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} in this run (its ranks: {brief_ranks(have)})"
         )
     keep = set(ranks)
     out = dict(manifest, ranks=[r for r in have if r in keep])
@@ -141,9 +141,10 @@ def own_process_groups(entry: dict[str, Any], groups: list[Any]) -> dict[str, An
     return dict(entry, info=dict(info, distributedInfo=dict(dist, pg_config=[groups[i] for i in refs])))
 
 
-def _brief(ranks: list[int]) -> str:
-    """A run's ranks for a message: all of them, or their count and range where there are many."""
-    return ", ".join(map(str, ranks)) if len(ranks) <= 16 else f"{len(ranks)}, {min(ranks)}..{max(ranks)}"
+def brief_ranks(ranks: list[int]) -> str:
+    """A run's ranks for a message: all of them, or their count and range where there are many (a
+    job of thousands of ranks in one line)."""
+    return ", ".join(map(str, ranks)) if len(ranks) <= 16 else f"{len(ranks):,} from {min(ranks)} to {max(ranks)}"
 
 
 def _group_index(groups: dict[str, Any], rank: int, names: tuple[str, ...]) -> int | None:
