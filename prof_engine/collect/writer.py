@@ -155,13 +155,11 @@ class BatchWriter:
         return list(zip(*(c.to_pylist() for c in ops.columns))) if ops is not None and ops.num_rows else None
 
     def _convert_cycle(self, item: TorchCycle, sink: StagingSink) -> tuple[int, int, int]:
-        from prof_engine.importers import kineto_source_info
-        from prof_engine.importers.chrome import convert_file
+        from prof_engine.importers import kineto
 
         index, self._next_file = self._next_file, self._next_file + 1
         try:
-            reader, conv = convert_file(item.path, index, sink)
-            info = kineto_source_info(item.path, index, reader.header, conv, item.path.stat().st_size)
+            info = kineto.convert(item.path, index, sink, lambda n: None)  # as an import converts a trace
         finally:
             if self.keep_traces and item.path.exists():
                 make_dirs(self.live.out / "traces")

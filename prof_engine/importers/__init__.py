@@ -26,7 +26,6 @@ from prof_engine.errors import InputError, ProfEngineError
 from prof_engine.importers import registry, unsupported
 from prof_engine.importers.formats import lead
 from prof_engine.importers.jsonstream import open_bytes
-from prof_engine.importers.kineto import kineto_source_info as kineto_source_info  # the collector's writer's
 from prof_engine.importers.units import BadTime
 from prof_engine.store.builder import (
     FINALIZE_THREADS,

@@ -1,6 +1,7 @@
 """Chrome trace / Kineto JSON files (torch.profiler, TensorBoard's `trace.json.gz`, Catapult): the
 importer protocol's entry for them. The converter is `chrome.py`; this module says which files are
-such traces and what the manifest keeps of one (`kineto_source_info`, the collector's too).
+such traces and what the manifest keeps of one (`kineto_source_info`); the collector's writer
+converts its torch cycles through `convert` too.
 """
 
 from __future__ import annotations
