@@ -229,9 +229,9 @@ def open_grouped(
         if name not in known:
             raise QueryError(f"unknown view {name!r}; views: {', '.join(sorted(known))}")
     options = RunOptions(
-        tuple(steps) if steps else None,
-        tuple(ranks) if ranks else None,
-        memory_limit,
+        steps=tuple(steps) if steps else None,
+        ranks=tuple(ranks) if ranks else None,
+        memory_limit=memory_limit,
         executor=executor,
         ranks_per_task=ranks_per_task,
         address=address,

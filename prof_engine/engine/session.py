@@ -352,14 +352,14 @@ def open_run(
     of `ranks_per_task` ranks in parallel, the first time one is read (`engine.grouped.GroupedRun`).
     The keywords make one `RunOptions`, checked as it is built."""
     options = RunOptions(
-        tuple(steps) if steps else None,
-        tuple(ranks) if ranks else None,
-        memory_limit,
-        peak_tflops,
-        read_only_sql,
-        executor,
-        ranks_per_task,
-        address,
+        steps=tuple(steps) if steps else None,
+        ranks=tuple(ranks) if ranks else None,
+        memory_limit=memory_limit,
+        peak_tflops=peak_tflops,
+        read_only_sql=read_only_sql,
+        executor=executor,
+        ranks_per_task=ranks_per_task,
+        address=address,
     )
     if options.executor is None:
         return Run(path, options=options)
