@@ -9,7 +9,7 @@ from prof_engine import _ray
 from prof_engine.errors import QueryError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # by name only: a field moved is never read as another
 class RunOptions:
     """What `prof_engine.open` takes besides the path, checked when it is built (the executor
     options' rules: `_ray.executor_misuse`), so that a `Run` and a `GroupedRun` take it as it is.
