@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import duckdb
 
@@ -10,6 +11,11 @@ import duckdb
 def literal(value: object) -> str:
     """`value` (text, a path) as a SQL string literal: quoted, with its quotes doubled."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def list_literal(values: Iterable[object]) -> str:
+    """`values` (paths, mostly: `read_parquet([...])`'s files) as a SQL list of string literals."""
+    return "[" + ", ".join(map(literal, values)) + "]"
 
 
 def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 import duckdb
 
 from prof_engine import schema
-from prof_engine._sql import literal
+from prof_engine._sql import list_literal, literal
 from prof_engine.engine.connection import given_peaks, query_error
 from prof_engine.engine.snapshots import snapshot_of
 from prof_engine.engine.views import ViewDef, closure, definitions
@@ -57,13 +57,8 @@ def _create_table(con: duckdb.DuckDBPyConnection, name: str, table: schema.Table
         con.execute(f'INSERT INTO "{name}" SELECT {unnested}', [list(column) for column in zip(*rows, strict=True)])
 
 
-def _file_list(files: list[Path]) -> str:
-    """`files` as a DuckDB list literal of paths (for read_parquet)."""
-    return "[" + ", ".join(literal(f) for f in files) + "]"
-
-
 def _parquet_source(files: list[Path]) -> str:
-    return f"read_parquet({_file_list(files)}, hive_partitioning = true, hive_types = {hive_types(files)})"
+    return f"read_parquet({list_literal(files)}, hive_partitioning = true, hive_types = {hive_types(files)})"
 
 
 def step_numbers(manifest: dict) -> list[int]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from prof_engine import _ray
 from prof_engine._process import start_worker
-from prof_engine._sql import literal
+from prof_engine._sql import list_literal, literal
 from prof_engine.engine.connection import query_error
 from prof_engine.engine.options import RunOptions
 from prof_engine.engine.result import Result
@@ -358,7 +358,7 @@ def _read_groups(run: Run, view: ViewDef, files: list[Path]) -> None:
     columns = _escaped(run.con.execute(f'DESCRIBE "{view.name}"').fetchall())
     cast = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t, *_ in columns)
     names = ", ".join(f'"{c}"' for c, *_ in columns)
-    listed = f"[{', '.join(literal(f) for f in files)}]"
+    listed = list_literal(files)
     whole, order = _run_rows(view), _order_by(view.sql)
     if not whole and (order is None or _rank_first(order)):  # DuckDB reads the files in the list's order
         sql = f"SELECT {cast} FROM read_parquet({listed})"

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from prof_engine import schema
 from prof_engine._process import address_space_hint, address_space_limit
 from prof_engine._resources import data_dir
-from prof_engine._sql import literal, no_progress_bar, size_bytes
+from prof_engine._sql import list_literal, literal, no_progress_bar, size_bytes
 from prof_engine.errors import InputError, RunError
 from prof_engine.store.files import RunLock, exchange, merge_tree, remove_debris, restrict_tree, write_text
 from prof_engine.store.fill_pass import fill_pass
@@ -187,10 +187,9 @@ def stage_views(
             staged_slices = staged
         if staged:
             with_files.add(name)
-            paths = ", ".join(literal(p) for p in staged)
             con.execute(
                 f"CREATE OR REPLACE TEMP VIEW staging_{name} AS SELECT *, file_index AS _part, "
-                f"file_row_number AS _row FROM read_parquet([{paths}])"
+                f"file_row_number AS _row FROM read_parquet({list_literal(staged)})"
             )
         else:
             con.register(f"_empty_{name}", table.arrow_schema.empty_table())

@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 
 from prof_engine import schema
-from prof_engine._sql import literal
+from prof_engine._sql import list_literal, literal
 from prof_engine.errors import RunError
 from prof_engine.store.builder import FINALIZE_THREADS, Finalized, RunBuilder, SourceFile, duckdb_connect, finalize_unit
 from prof_engine.store.location import is_uri
@@ -179,9 +179,8 @@ def _stage_rank(src: Path, files: dict[str, list[Path]], rank: int, staging: Pat
         for name, listed in files.items():
             if not listed:
                 continue
-            listing = "[" + ", ".join(literal(f) for f in listed) + "]"
             con.execute(
-                f"CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet({listing}, hive_partitioning = true, "
+                f"CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet({list_literal(listed)}, hive_partitioning = true, "
                 f"union_by_name = true, hive_types = {hive_types(listed)}) WHERE rank = {int(rank)}"
             )
             present = {r[0] for r in con.execute("DESCRIBE t").fetchall()}
